@@ -12,14 +12,13 @@ from types import SimpleNamespace
 
 import pytest
 from fastapi.testclient import TestClient
-from typer.testing import CliRunner
 
 from api.app import create_app
 from api.settings import Settings
 from db.connection import open_store, session_scope
 from db.files import list_imports
+from tests.cli.common import invoke
 from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
-from tuner.cli.app import app
 from tuner.cli.imports import never_read_by_vllm
 from tuner.files.format import dump_config_file
 from tuner.files.merge import build_device_files, dense_key, import_targets
@@ -41,10 +40,6 @@ REASON = (
     "config 128x256x128 g1 w8 s4 needs 148480 bytes of shared memory; NVIDIA_L20 (sm89) "
     "has 101376 per block"
 )
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(app, [str(arg) for arg in args])
 
 
 def stored(db: str, *fields: str) -> list[tuple]:
@@ -78,8 +73,7 @@ def test_never_read_by_vllm() -> None:
     assert never_read_by_vllm(SGLANG_NAME, engine_file_name(OTHER_NAME, "sglang")) is None
 
 
-def test_folder_imports_what_vllm_reads_and_says_what_it_skipped(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_folder_imports_what_vllm_reads_and_says_what_it_skipped(tmp_path: Path, db) -> None:
     result = invoke(
         "import", vllm_folder(tmp_path), "--label", "vllm-0.33.0", "--db", db, "--no-check"
     )
@@ -117,9 +111,8 @@ def test_folder_imports_what_vllm_reads_and_says_what_it_skipped(tmp_path: Path)
     ],
 )
 def test_of_two_spellings_the_vllm_one_is_kept_and_a_lone_sglang_one_imported(
-    tmp_path, names, kept
+    tmp_path, db, names, kept
 ):
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
     folder = vllm_folder(tmp_path)
     result = invoke("import", *(folder / name for name in names), "--db", db, "--no-check")
     assert result.exit_code == 0, result.output
@@ -129,8 +122,7 @@ def test_of_two_spellings_the_vllm_one_is_kept_and_a_lone_sglang_one_imported(
 @pytest.mark.parametrize(
     "mistake", ["bad entry", "bad name", "empty folder", "two files for one shape"]
 )
-def test_a_bad_input_is_one_line_and_stores_nothing(tmp_path: Path, mistake: str) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_a_bad_input_is_one_line_and_stores_nothing(tmp_path: Path, db, mistake: str) -> None:
     folder = vllm_folder(tmp_path)
     if mistake == "bad entry":
         (folder / OTHER_NAME).write_text('{"16": {"BLOCK_SIZE_M": "16"}}')
@@ -160,8 +152,8 @@ def test_a_bad_input_is_one_line_and_stores_nothing(tmp_path: Path, mistake: str
 
 def test_import_flags_entries_sglang_rewrites_and_follows_the_files_key_order(
     tmp_path: Path,
+    db,
 ) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
     amd = tmp_path / engine_file_name(config_file_name(576, 7168, "AMD_Instinct_MI300X"), "sglang")
     # Hand-written, keys descending: vLLM's min() keeps 5120 at the M=4096 tie.
     amd.write_text(
@@ -201,11 +193,10 @@ def test_gpu_models_and_architectures() -> None:
     assert device_arch("NVIDIA_Foo", [""]) is None and device_arch(names[-1], []) is None
 
 
-def test_an_sm90_entry_is_left_out_on_an_l20_everywhere(tmp_path: Path, monkeypatch) -> None:
+def test_an_sm90_entry_is_left_out_on_an_l20_everywhere(tmp_path: Path, db, monkeypatch) -> None:
     # One import, one compile pool: an L20 with trials (sm89 from them), an H20 without (sm90
     # from the table of known GPUs) and a GPU neither knows (imported unchecked).
     monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path / "launch-cache"))
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
     plan = {(576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)]}
     fill(db, plan | {(576, 7168, 16): [(DEFAULT, True, "ok", 10.0)]}, m_values=(1, 16))
     (tmp_path / VLLM_NAME).write_text(dump_config_file({1: FAST, 2048: HOPPER}))
@@ -252,14 +243,13 @@ def test_an_sm90_entry_is_left_out_on_an_l20_everywhere(tmp_path: Path, monkeypa
 
 
 def test_an_moe_file_is_imported_with_its_e_once_checked_without_top_k_and_exported_as_it_was(
-    tmp_path: Path, monkeypatch
+    tmp_path: Path, db, monkeypatch
 ) -> None:
     monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path / "launch-cache"))
     name = MOE.files.file_name(Shape(64, 0, (128, 128), (("E", 4),)), "NVIDIA_L20", "vllm")
     assert name == "E=4,N=64,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
     data = dump_config_file({1: SLOW, 64: FAST}).encode()
     (tmp_path / name).write_bytes(data)
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
     for _ in range(2):  # importing the same file again replaces its row
         result = invoke("import", tmp_path / name, "--label", "vllm", "--db", db, "--no-publish")
         # A fused-MoE name gives E and N; the kernel compiles for K and top_k too.
@@ -311,7 +301,7 @@ def test_an_imported_moe_file_fills_the_swept_file_of_its_name_only() -> None:
     }
 
 
-def test_amd_keys_and_an_intel_device_name_are_kept(tmp_path: Path) -> None:
+def test_amd_keys_and_an_intel_device_name_are_kept(tmp_path: Path, db) -> None:
     # vLLM's MI300X files: kpack and matrix_instr_nonkdim, no num_stages; SGLang's MI325X and
     # vLLM's AMD_Radeon_Graphics files: num_stages and waves_per_eu 0 (tuner.files.format).
     mi300x = {k: v for k, v in FAST.items() if k != "num_stages"}
@@ -326,7 +316,6 @@ def test_amd_keys_and_an_intel_device_name_are_kept(tmp_path: Path) -> None:
         (tmp_path / config_file_name(576, 7168, device)).write_text(
             json.dumps({str(m): c for m, c in configs.items()})
         )
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
     result = invoke(
         "import", *(tmp_path / config_file_name(576, 7168, d) for d in files), "--db", db
     )

@@ -11,12 +11,10 @@ import socket
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from db.connection import open_store
-from tuner.cli.app import app
+from tests.cli.common import invoke
 
-runner = CliRunner()
 DB = "--db (or TUNER_DB_URL)"
 OUT_IS_A_FILE = "--out {tmp}/configs is a file, not a folder: name a folder (created if absent)"
 # (arguments, environment, the one line); {tmp} is the test's folder, the working folder, which
@@ -151,7 +149,7 @@ def test_a_mistake_is_one_line(tmp_path, monkeypatch, no_visible_gpu, args, env,
     (tmp_path / "bad.json").write_text('[{"BLOCK_SIZE_M": 16}]')
     before = listing(tmp_path)
     args = [arg.format(tmp=tmp_path) for arg in (args.split() if isinstance(args, str) else args)]
-    result = runner.invoke(app, args, env=env)
+    result = invoke(*args, env=env)
     assert (result.exit_code, result.stderr.splitlines()) == (
         2,
         [f"error: {line.format(tmp=tmp_path)}"],
@@ -160,11 +158,18 @@ def test_a_mistake_is_one_line(tmp_path, monkeypatch, no_visible_gpu, args, env,
     assert listing(tmp_path) == before
 
 
-@pytest.mark.parametrize("port", ["0", "99999"])
-def test_serve_refuses_a_port_out_of_range(port: str) -> None:
-    result = runner.invoke(app, ["serve", "--port", port, "--db", "sqlite://"])
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        ("serve --port 0 --db sqlite://", "--port"),
+        ("serve --port 99999 --db sqlite://", "--port"),
+        ("sweep --device interpreter --model tiny --trial-timeout 0", "--trial-timeout"),
+    ],
+)
+def test_an_option_out_of_range_is_refused(args: str, option: str) -> None:
+    result = invoke(*args.split())
     assert result.exit_code == 2
-    assert "Invalid value for '--port'" in result.output and "Traceback" not in result.output
+    assert f"Invalid value for '{option}'" in result.output and "Traceback" not in result.output
 
 
 def test_serve_on_a_busy_port(tmp_path: Path) -> None:
@@ -173,7 +178,7 @@ def test_serve_on_a_busy_port(tmp_path: Path) -> None:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        result = runner.invoke(app, f"serve --port {port} --db sqlite:///{tmp_path}/t.db".split())
+        result = invoke(*f"serve --port {port} --db sqlite:///{tmp_path}/t.db".split())
     assert (result.exit_code, result.stderr.splitlines()) == (
         2,
         [

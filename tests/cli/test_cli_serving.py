@@ -13,23 +13,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
+from tests.cli.common import invoke
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, row_counts
 from tests.tuner.inputs.logfixtures import DSV3_TP8, QWEN_TP2, sglang_log, vllm_log
-from tuner.cli.app import app
 from tuner.files.format import dump_config_file
 from tuner.kernels.dense.family import config_file_name, engine_file_name
 
-runner = CliRunner()
 PLAN = {
     (576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
     (576, 7168, 16): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 12.0)],
 }
-
-
-def invoke(*args: str):
-    return runner.invoke(app, list(args))
 
 
 def one_line_error(result, text: str) -> None:
@@ -121,23 +115,7 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
     assert saved.exit_code == 0 and load_shapes("deepseek-v3-log-3", 4).tp == 4
 
 
-def test_from_config_and_save(tmp_path: Path) -> None:
-    config = tmp_path / "config.json"
-    quantization = {"quant_method": "fp8", "weight_block_size": [128, 128]}
-    qwen3 = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 4096, "head_dim": 128}
-    qwen3 |= {"num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 12288}
-    config.write_text(json.dumps(qwen3 | {"quantization_config": quantization}))
-    result = invoke("shapes", "from-config", str(config), "--tp", "2", "--save", "qwen3-8b")
-    assert result.exit_code == 0, result.output
-    assert "Qwen3ForCausalLM, TP 2, block_shape [128, 128]" in flat(result.stdout)
-    assert flat(result.stdout).endswith("tuner sweep --device <device> --model qwen3-8b --tp 2")
-    from tuner.inputs.shapes import load_shapes
-
-    pairs = ((3072, 4096), (4096, 2048), (12288, 4096), (4096, 6144))
-    assert load_shapes("qwen3-8b", 2).pairs() == pairs
-
-
-def test_malformed_user_shapes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_malformed_user_shapes_file(tmp_path: Path, db, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TUNER_SHAPES_DIR", str(tmp_path))
     (tmp_path / "broken.toml").write_text("model = \n")
     message = f"{tmp_path / 'broken.toml'}: invalid TOML: Invalid value (at line 1, column 9)"
@@ -145,7 +123,6 @@ def test_malformed_user_shapes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     listed = invoke("shapes", "list")
     one_line_error(listed, message)
     assert "qwen3.8-27b" in listed.stdout  # the good ones are still listed
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
     one_line_error(
         invoke("sweep", "--device", "interpreter", "--model", "broken", "--db", db), message
     )
@@ -154,8 +131,7 @@ def test_malformed_user_shapes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 GOOD = dump_config_file({1: FAST, 4096: SLOW})
 
 
-def test_import_for_an_unknown_device_changes_nothing(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_import_for_an_unknown_device_changes_nothing(tmp_path: Path, db) -> None:
     fill(db, PLAN)
     path = tmp_path / config_file_name(576, 7168, "NVIDIA_H200")
     path.write_text(GOOD)
@@ -171,8 +147,7 @@ def test_import_for_an_unknown_device_changes_nothing(tmp_path: Path) -> None:
     assert "for NVIDIA_L20 (file named for NVIDIA_H200) as 'imported'" in moved.stdout
 
 
-def test_export_merges_imports_and_spells_for_sglang(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_export_merges_imports_and_spells_for_sglang(tmp_path: Path, db) -> None:
     fill(db, PLAN, m_values=(1, 16))
     shipped = tmp_path / config_file_name(576, 7168, "NVIDIA_L20")
     shipped.write_text(dump_config_file({1: SLOW, 2048: SLOW}))
@@ -199,8 +174,7 @@ def test_export_merges_imports_and_spells_for_sglang(tmp_path: Path) -> None:
     assert "a sweep against SGLang's kernel is the exact answer" in result.stderr
 
 
-def test_mounts_from_store_and_folder(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_mounts_from_store_and_folder(tmp_path: Path, db) -> None:
     fill(db, PLAN, m_values=(1, 16))
     name = config_file_name(576, 7168, "NVIDIA_L20")
     result = invoke("mounts", "--device", "L20", "--db", db)
@@ -252,8 +226,7 @@ CONFIG = json.dumps(FAST)
         (b"{}", "expected a non-empty JSON list of config objects"),
     ],
 )
-def test_bad_configs_files_change_nothing(tmp_path: Path, content: bytes, problem: str) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_bad_configs_files_change_nothing(tmp_path: Path, db, content: bytes, problem: str) -> None:
     fill(db, PLAN)
     before = row_counts(db)
     bad = tmp_path / "configs.json"
@@ -294,8 +267,7 @@ def test_mounts_follow_the_engine_and_triton_versions(tmp_path: Path) -> None:
     assert "(--triton-version;" in with_moe.stdout
 
 
-def test_export_for_sglang_flags_entries_it_rewrites_on_read(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_export_for_sglang_flags_entries_it_rewrites_on_read(tmp_path: Path, db) -> None:
     fill(db, PLAN, m_values=(1, 16))
     shipped = tmp_path / config_file_name(576, 7168, "AMD_Instinct_MI300X")
     shipped.write_text(dump_config_file({1: {**FAST, "BLOCK_SIZE_K": 64}, 16: FAST}))

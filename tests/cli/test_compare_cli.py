@@ -9,18 +9,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from typer.testing import CliRunner
 
 from db import repo
 from db.connection import open_store, session_scope
+from tests.cli.common import invoke
 from tests.standin_vllm import CAPABILITY_VARIABLE, VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, SLOW, fill
-from tuner.cli.app import app
 from tuner.compare.versus import BACKENDS
 from tuner.compare.versus import TORCH_CPU as CPU
 from tuner.files.provenance import installed_triton_minor
 
-runner = CliRunner()
 MINOR = installed_triton_minor()
 DEVICE = "TRITON_INTERPRETER"
 FAST_AT_1 = {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)]}
@@ -37,11 +35,10 @@ def _stored(db: str):
     return stored
 
 
-def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_compare_tiny_on_the_interpreter(db) -> None:
     # N=256,K=384 has a file whose M=1 winner is FAST; N=576,K=256 has no trials.
     fill(db, FAST_AT_1, **TINY)
-    result = runner.invoke(app, [*COMPARE, "--db", db])
+    result = invoke(*COMPARE, "--db", db)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert "triton-tuned: M=1 16x64x128 g1 w4 s3" in lines
@@ -67,15 +64,14 @@ def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
     assert missing.note == "no file for this shape in the store"
 
 
-def test_compare_bad_input(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_compare_bad_input(db) -> None:
     fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0)]}, **TINY)
     for args, message in [
         (["--model", "nope"], "unknown model 'nope'"),
         (["--model", "tiny", "--m", "0"], "--m: '0' is not a positive integer"),
         (["--model", "tiny", "--kernel", "vllm"], "--kernel vllm: vLLM is not importable here"),
     ]:
-        result = runner.invoke(app, ["compare", "--device", "interpreter", *args, "--db", db])
+        result = invoke("compare", "--device", "interpreter", *args, "--db", db)
         assert result.exit_code == 2, result.output
         (line,) = result.stderr.strip().splitlines()
         assert line.startswith("error: ") and message in line, line
@@ -88,7 +84,7 @@ def test_from_log_says_the_server_does_not_read_the_files(tmp_path: Path) -> Non
         "(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:30 [__init__.py:640] Selected "
         "MarlinFP8ScaledMMLinearKernel for Fp8LinearMethod\n"
     )
-    result = runner.invoke(app, ["shapes", "from-log", str(marlin)])
+    result = invoke("shapes", "from-log", str(marlin))
     assert result.exit_code == 1, result.output
     assert "the tuned files are NOT read with this server's settings" in result.stdout
     assert "the Triton kernel did not run" in result.stderr
@@ -108,17 +104,16 @@ def standin(tmp_path, monkeypatch):
 
 
 def test_compare_inside_vllm_times_marlin_against_tuned_triton(
-    tmp_path: Path, standin, monkeypatch
+    tmp_path: Path, db, standin, monkeypatch
 ) -> None:
     from tuner.compare.versus import beats
 
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
     # The builtin kernel's trials pick SLOW at M=1, vLLM's kernel's pick FAST: with vLLM
     # importable, compare reads vLLM's files and times vLLM's kernel with them.
     for winner, kernel in ((SLOW, "builtin"), (FAST, "vllm")):
         trials = {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (winner, False, "ok", 5.0)]}
         fill(db, trials, **TINY, kernel=kernel)
-    result = runner.invoke(app, [*COMPARE, "--db", db])
+    result = invoke(*COMPARE, "--db", db)
     assert result.exit_code == 0, result.output
     assert (
         f"triton-tuned: files of vllm {VERSION} kernel trials, triton {MINOR}; timed "
@@ -163,11 +158,10 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(
 
 
 def test_without_vllm_auto_reads_vllm_kernel_files_and_says_they_are_timed_with_the_builtin(
-    tmp_path: Path, capsys
+    tmp_path: Path, db, capsys
 ) -> None:
     from tuner.cli.compare import _tuned
 
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
     site = build_standin(tmp_path / "site")
     with pytest.MonkeyPatch.context() as patch, importable(site, patch):  # while filling only
         fill(db, FAST_AT_1, **TINY, kernel="vllm")

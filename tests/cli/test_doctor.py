@@ -6,10 +6,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from typer.testing import CliRunner
 
+from tests.cli.common import invoke
 from tests.standin_vllm import build_standin, importable
-from tuner.cli.app import app
 from tuner.compare.doctor import arch_mismatch, pinned_triton_mismatch, required_version, spec_minor
 from tuner.files.provenance import installed_triton_minor
 from tuner.inputs.backends import linear_backend_value
@@ -33,7 +32,7 @@ def no_gpu(monkeypatch):
 
 
 def doctor(*args):
-    result = CliRunner().invoke(app, ["doctor", *args])
+    result = invoke("doctor", *args)
     return result.exit_code, result.stdout.splitlines(), result.stderr.splitlines()
 
 

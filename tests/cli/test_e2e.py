@@ -12,13 +12,12 @@ import zipfile
 
 import httpx
 import pytest
-from typer.testing import CliRunner
 
-from tuner.cli.app import app
+from tests.cli.common import invoke
 
 # M = 1 and a multiple of 16: both specializations of M
 SWEEP = "sweep --device interpreter --model tiny --m 1,32 --strategy optuna --trials 3".split()
-SWEEP += ["--interpreter-reps", "2"]
+SWEEP += ["--interpreter-reps", "1"]
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 
 
@@ -111,7 +110,7 @@ def test_rerun_resumes_without_measuring_again(swept, monkeypatch):
     folder, _ = swept
     before = rows(folder, "SELECT * FROM trials ORDER BY trial_id")
     monkeypatch.chdir(folder)  # in this process: the first run covered `python -m tuner.cli`
-    again = CliRunner().invoke(app, [*SWEEP, "--db", f"sqlite:///{folder}/tuner.db"])
+    again = invoke(*SWEEP, "--db", f"sqlite:///{folder}/tuner.db")
     assert again.exit_code == 0, again.output
     assert "(resumed)" in again.stdout
     assert "0 trials run now" in " ".join(again.stdout.split())

@@ -8,12 +8,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 from fastapi.testclient import TestClient
-from typer.testing import CliRunner
 
 from api.app import create_app
 from api.settings import Settings
+from tests.cli.common import invoke
 from tests.storefill import DEFAULT, FAST, SLOW, fill
-from tuner.cli.app import app
 from tuner.kernels.dense.family import config_file_name
 
 INTEL = "Intel(R)_Data_Center_GPU_Max_1550"
@@ -24,12 +23,7 @@ PLAN = {
 }
 
 
-def invoke(*args: str):
-    return CliRunner().invoke(app, [str(arg) for arg in args])
-
-
-def test_a_device_with_parentheses_exports_and_serves(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_a_device_with_parentheses_exports_and_serves(tmp_path: Path, db) -> None:
     fill(db, PLAN, device_name=INTEL, m_values=(1, 16))
     out = tmp_path / "out"
     result = invoke("export", "--device", TYPED, "--out", out, "--db", db)

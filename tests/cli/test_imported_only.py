@@ -11,14 +11,13 @@ from pathlib import Path
 
 import yaml
 from fastapi.testclient import TestClient
-from typer.testing import CliRunner
 
 from api.app import create_app
 from api.settings import Settings
 from db.connection import open_store, session_scope
 from db.files import record_import
+from tests.cli.common import invoke
 from tests.storefill import DEFAULT, FAST, SLOW, fill
-from tuner.cli.app import app
 from tuner.files.format import dump_config_file
 from tuner.kernels.dense.family import config_file_name
 
@@ -27,10 +26,6 @@ NAME_B = config_file_name(1536, 7168, "NVIDIA_L20")
 SHIPPED = dump_config_file({1: SLOW, 4096: FAST})
 LEFT_OUT = "config 128x256x128 g64 w8 s5 needs 197632 bytes of shared memory"
 SOURCES = "2 file(s) from 'shipped L20', 'vllm-0.33.0'; 1 entry left out, cannot launch there"
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(app, list(args))
 
 
 def import_shipped(tmp_path: Path, *flags: str) -> str:

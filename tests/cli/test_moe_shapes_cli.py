@@ -6,11 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typer.testing import CliRunner
-
+from tests.cli.common import invoke
 from tests.tuner.inputs.logfixtures import MOE_DIR, non_default_args
 from tests.tuner.inputs.test_hfconfig import QWEN3_MOE
-from tuner.cli.app import app
 from tuner.inputs.logs import read_log
 from tuner.inputs.shapes import load_shapes
 from tuner.kernels.moe.family import expert_shape
@@ -20,7 +18,7 @@ PER_TENSOR = "E=8,N=14336,device_name=NVIDIA_H200,dtype=fp8_w8a8.json"
 
 
 def shapes(*args: str):
-    return CliRunner().invoke(app, ["shapes", *map(str, args)])
+    return invoke("shapes", *map(str, args))
 
 
 def flat(text: str) -> str:

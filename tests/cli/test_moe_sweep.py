@@ -9,28 +9,24 @@ import sqlite3
 
 import pytest
 from fastapi.testclient import TestClient
-from typer.testing import CliRunner
 
 from api.app import create_app
 from api.settings import Settings
-from tuner.cli.app import app
+from tests.cli.common import invoke
 from tuner.inputs.shapes import ShapesFileError, _load_text, load_shapes
 from tuner.kernels.moe.family import expert_shape
 from tuner.kernels.moe.space import default_config
 from tuner.kernels.registry import get_family
-
-runner = CliRunner()
 
 
 def tuner(*args, cwd):
     """`tuner` in this process (no interpreter start-up and imports), run from folder `cwd`."""
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(cwd)
-        return runner.invoke(app, list(args))
+        return invoke(*args)
 
 
-def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
-    db = f"sqlite:///{tmp_path}/tuner.db"
+def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path, db) -> None:
     (tmp_path / "configs.json").write_text(json.dumps([default_config(1).as_dict()]))
     run = tuner(
         "sweep",
@@ -106,9 +102,7 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
             '  -v "$PWD/configs:/opt/blockfp8-tuner/moe-configs:ro" \\',
             "  -e VLLM_TUNED_CONFIG_FOLDER=/opt/blockfp8-tuner/moe-configs \\",
         ]
-    winners = runner.invoke(
-        app, ["winners", "--device", "interpreter", "--db", db], env={"COLUMNS": "200"}
-    )
+    winners = invoke("winners", "--device", "interpreter", "--db", db, env={"COLUMNS": "200"})
     assert winners.exit_code == 0, winners.output
     kernels = [
         line.split()[:4]
@@ -116,19 +110,8 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
         if line.startswith(("dense", "moe"))
     ]
     assert kernels == [["dense", "256", "128", "1"], ["moe", "E=4,top_k=2", "64", "128"]]
-    verify = runner.invoke(
-        app,
-        [
-            "verify",
-            "--device",
-            "interpreter",
-            "--model",
-            "tiny-moe",
-            "--db",
-            db,
-            "--m",
-            "1",
-        ],
+    verify = invoke(
+        "verify", "--device", "interpreter", "--model", "tiny-moe", "--db", db, "--m", "1"
     )
     assert verify.exit_code == 0, verify.output
     assert verify.stdout.splitlines()[0] == (

@@ -13,13 +13,12 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import text
-from typer.testing import CliRunner
 
 from db.connection import connect, open_store, session_scope
 from db.files import blob, get_release, list_releases
+from tests.cli.common import invoke
 from tests.cli.robust import tuner_command, tuner_env
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, reset_postgresql
-from tuner.cli.app import app
 
 PLAN = {
     (576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
@@ -32,7 +31,7 @@ PG_URL = os.environ.get("TUNER_TEST_PG_URL")
 
 
 def publish(db: str, device: str = "L20"):
-    return CliRunner().invoke(app, ["publish", "--device", device, "--db", db])
+    return invoke("publish", "--device", device, "--db", db)
 
 
 def count(url: str, table: str) -> int:
@@ -51,7 +50,7 @@ def test_publish_freezes_the_exported_bytes_once(tmp_path: Path) -> None:
     assert first.stdout.strip().endswith(TUNED)
     assert publish(db, "NVIDIA_L20").stdout.strip() == UNCHANGED
     out = tmp_path / "o"
-    exported = CliRunner().invoke(app, ["export", "--device", "L20", "--out", str(out), "--db", db])
+    exported = invoke("export", "--device", "L20", "--out", str(out), "--db", db)
     assert exported.exit_code == 0, exported.output
     expected = (out / NAME).read_bytes()
     engine = open_store(db)

@@ -17,14 +17,12 @@ import shutil
 import sqlite3
 
 import pytest
-from typer.testing import CliRunner
 
 import db.connection
 import tuner.cli.store
+from tests.cli.common import invoke
 from tests.storefill import DEFAULT, FAST, fill
-from tuner.cli.app import app
 
-runner = CliRunner()
 WAL_FILES = ("tuner.db-wal", "tuner.db-shm")
 
 
@@ -35,7 +33,7 @@ def store(tmp_path):
         (256, 384, m): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)] for m in (1, 16, 32)
     }
     fill(f"sqlite:///{path}", plan)
-    expected = runner.invoke(app, ["winners", "--device", "L20", "--db", f"sqlite:///{path}"])
+    expected = invoke("winners", "--device", "L20", "--db", f"sqlite:///{path}")
     assert expected.exit_code == 0, expected.output
     # The in-process command's engine closes its connections when collected; the last one to
     # close checkpoints and removes -wal and -shm. Collect now, so that this does not happen
@@ -68,8 +66,8 @@ def test_read_only_store_is_read_and_left_unchanged(store, monkeypatch, what):
     denied.chmod(0o444 if what == "file" else 0o555)
     deny_writes(monkeypatch, denied.resolve())
     try:
-        result = runner.invoke(app, ["winners", "--device", "L20", "--db", f"sqlite:///{path}"])
-        status = runner.invoke(app, ["status", "--db", f"sqlite:///{path}"])
+        result = invoke("winners", "--device", "L20", "--db", f"sqlite:///{path}")
+        status = invoke("status", "--db", f"sqlite:///{path}")
     finally:
         denied.chmod(0o644 if what == "file" else 0o755)
     assert (result.exit_code, result.stdout) == (0, expected), result.output
@@ -92,7 +90,7 @@ def test_read_only_store_is_read_and_left_unchanged(store, monkeypatch, what):
 def test_a_command_that_writes_refuses_a_read_only_store_in_one_line(store, monkeypatch):
     path, _ = store
     deny_writes(monkeypatch, path.resolve())
-    result = runner.invoke(app, ["publish", "--device", "L20", "--db", f"sqlite:///{path}"])
+    result = invoke("publish", "--device", "L20", "--db", f"sqlite:///{path}")
     assert (result.exit_code, result.stderr.splitlines()) == (
         2,
         [
@@ -112,7 +110,7 @@ def test_backup_has_the_commits_still_in_the_wal(tmp_path):
         writer.execute("UPDATE trials SET latency_us = 7.5")
         writer.commit()
         shutil.copy(path, tmp_path / "copy.db")
-        result = runner.invoke(app, args)
+        result = invoke(*args)
     finally:
         writer.close()
     assert result.stdout.startswith(f"backed up {path} to {backup} ("), result.output
@@ -121,5 +119,5 @@ def test_backup_has_the_commits_still_in_the_wal(tmp_path):
         assert copied.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     with sqlite3.connect(tmp_path / "copy.db") as copy:  # tuner.db alone: the commit is lost
         assert copy.execute("SELECT latency_us FROM trials").fetchall() == [(10.0,)]
-    again = runner.invoke(app, args)
+    again = invoke(*args)
     assert (again.exit_code, again.stderr) == (2, f"error: {backup} exists: name a new file\n")

@@ -8,13 +8,11 @@ import shlex
 import kubernetes_validate
 import pytest
 import yaml
-from typer.testing import CliRunner
 
 import tuner
-from tuner.cli.app import app
+from tests.cli.common import invoke
 from tuner.files.mounts import advice_comments
 
-runner = CliRunner()
 IMAGE = "vllm/vllm-openai:v0.33.0"
 INSTALL = (
     "pip install --no-index --find-links /wheels --constraint /tmp/engine-pins.txt "
@@ -23,9 +21,8 @@ INSTALL = (
 
 
 def recipe(*args: str):
-    return runner.invoke(
-        app,
-        ["recipe", "sweep", "--image", IMAGE, "--device", "L20", "--model", "qwen3.8-27b", *args],
+    return invoke(
+        "recipe", "sweep", "--image", IMAGE, "--device", "L20", "--model", "qwen3.8-27b", *args
     )
 
 
@@ -54,9 +51,7 @@ def test_the_docker_line_round_trips_through_shell_quoting() -> None:
 
 def test_shell_characters_in_the_image_stay_one_word() -> None:
     tricky = "registry.local/v'llm:$(touch${IFS}x)`y`\\"
-    run = runner.invoke(
-        app, ["recipe", "sweep", "--image", tricky, "--device", "L20", "--model", "tiny"]
-    )
+    run = invoke("recipe", "sweep", "--image", tricky, "--device", "L20", "--model", "tiny")
     assert run.exit_code == 0, run.output
     argv = shlex.split(run.stdout.splitlines()[-1])
     assert argv[argv.index("--entrypoint") + 2] == tricky
@@ -137,7 +132,7 @@ def test_k8s_needs_postgres_and_words_must_be_words() -> None:
         )
     for url in ("postgres://tuner@db/tuner", "postgresql://tuner@db/tuner"):  # psycopg's
         assert recipe("--format", "k8s", "--db", url).exit_code == 0
-    bad = runner.invoke(app, "recipe sweep --device L20 --model m --image".split() + ["a b"])
+    bad = invoke(*"recipe sweep --device L20 --model m --image".split() + ["a b"])
     assert bad.exit_code == 2
     assert bad.stderr.strip() == "error: --image must be one word, got 'a b'"
 
@@ -151,7 +146,7 @@ def test_k8s_needs_postgres_and_words_must_be_words() -> None:
     ],
 )
 def test_what_the_sweep_would_refuse_is_refused_before_printing(args, line) -> None:
-    run = runner.invoke(app, ["recipe", "sweep", "--image", IMAGE, *args.split()])
+    run = invoke("recipe", "sweep", "--image", IMAGE, *args.split())
     assert (run.exit_code, run.stdout) == (2, "")
     assert run.stderr.startswith(line) and len(run.stderr.strip().splitlines()) == 1
 

@@ -1,8 +1,8 @@
-"""Kill anywhere, lose nothing: SIGKILL the sweep (20 times) or its worker mid-run, on the replay
-backend, then compare every trial and the winners with an uninterrupted run; a task leased to a
-worker that died with its sweep is claimed again once the lease expires. Crash isolation: a
-config that kills its worker is recorded as crashed, one that hangs as timeout; the worker is
-restarted, the task goes on, the sweep ends normally. SIGTERM exits 143, Ctrl-C 130."""
+"""Kill anywhere, lose nothing: SIGKILL the sweep (8 times) or its worker (4 times) mid-run, on
+the replay backend, then compare every trial and the winners with an uninterrupted run; a task
+leased to a worker that died with its sweep is claimed again once the lease expires. Crash
+isolation: a config that kills its worker is recorded as crashed, one that hangs as timeout; the
+worker is restarted, the task goes on, the sweep ends normally. SIGTERM exits 143, Ctrl-C 130."""
 
 from __future__ import annotations
 
@@ -45,13 +45,13 @@ from tuner.run.supervisor import (
     describe_exit,
 )
 
-M_VALUES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+M_VALUES = (1, 2, 4, 8, 16, 32, 64, 128)
 TASKS = 2 * len(M_VALUES)
 # Per task, vLLM's default included. At about 0.5 ms of CPU a trial, each kill lets 5-15 trials
-# through: 8 a task (256 in all) let 20 kills finish the sweep now and then.
+# through: 256 trials in all outlast the kills.
 TRIALS = 16
-SWEEP_KILLS = 20
-WORKER_KILLS = 8
+SWEEP_KILLS = 8
+WORKER_KILLS = 4
 LEASE_S = "3"
 
 
@@ -124,7 +124,7 @@ def check_against(db: Path, log_path: Path, deaths: int, uninterrupted) -> None:
     )
 
 
-def test_sweep_killed_20_times_resumes_to_the_same_trials_and_winners(
+def test_sweep_killed_8_times_resumes_to_the_same_trials_and_winners(
     landscape, uninterrupted, tmp_path
 ):
     seed = 20261201
@@ -334,13 +334,6 @@ def test_a_hanging_config_times_out_and_the_sweep_goes_on(folder):
     ]
     assert run.stdout.count(f"killed by SIGKILL while measuring {CRASHER.short()}") == 2
     assert count(folder / "tuner.db", "SELECT count(*) FROM tasks WHERE state = 'done'") == 2
-
-
-def test_bad_trial_timeout_is_one_line(folder):
-    run = run_tuner(*grid_sweep(folder, "16", "--trial-timeout", "0"), cwd=folder)
-    assert run.returncode == 2
-    assert "Invalid value for '--trial-timeout'" in run.stderr
-    assert "Traceback" not in run.stderr
 
 
 def test_task_of_a_dead_worker_is_claimed_again_when_its_lease_expires(folder):

@@ -7,12 +7,10 @@ from pathlib import Path
 
 import pytest
 import uvicorn
-from typer.testing import CliRunner
 
 from db.connection import open_store
-from tuner.cli.app import app
+from tests.cli.common import invoke
 
-runner = CliRunner()
 CLOSED = (
     "note: TUNER_API_TOKEN is unset or blank: write routes (POST /sweeps, POST "
     "/devices/{device_name}/imports) answer 403"
@@ -31,9 +29,7 @@ def test_serve_says_when_writes_are_closed(
     env = {} if token is None else {"TUNER_API_TOKEN": token}
     monkeypatch.setenv("TUNER_MAX_BODY_BYTES", "5000")
     open_store(f"sqlite:///{tmp_path / 't.db'}").dispose()  # serve refuses a missing store
-    result = runner.invoke(
-        app, ["serve", "--db", f"sqlite:///{tmp_path / 't.db'}", "--port", "8123"], env=env
-    )
+    result = invoke("serve", "--db", f"sqlite:///{tmp_path / 't.db'}", "--port", "8123", env=env)
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines() == lines
     [(service, options)] = served

@@ -15,12 +15,10 @@ from pathlib import Path
 
 import pytest
 import uvicorn
-from typer.testing import CliRunner
 
 from db.connection import normalized_url, open_store
-from tuner.cli.app import app
+from tests.cli.common import invoke
 
-runner = CliRunner()
 IMPORTED = "N=256,K=128,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
 CONFIG = (
     '{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, '
@@ -75,19 +73,18 @@ def closed_port() -> int:
 
 def refused(command: str, url: str, folder: Path) -> list[str]:
     """stderr's lines of a command that must exit 2; the folder holds what it held before."""
-    result = runner.invoke(app, [*command.split(), "--db", url])
+    result = invoke(*command.split(), "--db", url)
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     assert sorted(os.listdir(folder)) == [IMPORTED]
     return result.stderr.splitlines()
 
 
-@pytest.mark.parametrize("scheme", ["postgres", "postgresql", "postgresql+psycopg"])
 @pytest.mark.parametrize("command", sorted(EVERY))
-def test_a_server_that_does_not_answer_is_one_line(folder, command, scheme):
+def test_a_server_that_does_not_answer_is_one_line(folder, command):
     pytest.importorskip("psycopg")
-    port = closed_port()
-    assert refused(EVERY[command], f"{scheme}://tuner@127.0.0.1:{port}/tuner", folder) == [
+    port = closed_port()  # postgres:// opens as postgresql+psycopg://, as every spelling does
+    assert refused(EVERY[command], f"postgres://tuner@127.0.0.1:{port}/tuner", folder) == [
         f"error: cannot connect to the store postgresql+psycopg://tuner@127.0.0.1:{port}/"
         f'tuner (connection to server at "127.0.0.1", port {port} failed: Connection '
         "refused): start its server, or point --db (or TUNER_DB_URL) at one that runs"
@@ -134,29 +131,29 @@ def test_reading_commands_refuse_a_missing_sqlite_file(folder, command, url):
     ]
 
 
-def test_a_dry_run_on_no_store_plans_and_creates_nothing(folder):
-    result = runner.invoke(
-        app, [*WRITERS["sweep --dry-run"].split(), "--m", "1,16", "--db", "sqlite:///new/tuner.db"]
-    )
+def test_a_dry_run_on_no_store_plans_and_creates_nothing(folder, no_visible_gpu):
+    # A GPU's plan: the interpreter's would time a calibration trial first.
+    dry_run = "sweep --device L20 --model tiny --dry-run --m 1,16 --db sqlite:///new/tuner.db"
+    result = invoke(*dry_run.split())
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[0] == "plan: TRITON_INTERPRETER, tiny TP 1, guided"
+    assert result.stdout.splitlines()[0] == "plan: NVIDIA_L20, tiny TP 1, guided"
     assert sorted(os.listdir(folder)) == [IMPORTED]
 
 
 def test_serve_opens_a_store_that_exists_and_creates_one_only_when_asked(folder):
     open_store("sqlite:///tuner.db").dispose()
     env = {"TUNER_API_TOKEN": "tok"}
-    result = runner.invoke(app, "serve --port 8123 --db sqlite:///tuner.db".split(), env=env)
+    result = invoke(*"serve --port 8123 --db sqlite:///tuner.db".split(), env=env)
     assert (result.exit_code, result.stderr) == (0, ""), result.output
-    created = runner.invoke(
-        app, "serve --port 8123 --create-store --db sqlite:///data/tuner.db".split(), env=env
+    created = invoke(
+        *"serve --port 8123 --create-store --db sqlite:///data/tuner.db".split(), env=env
     )
     assert created.exit_code == 0, created.output
     assert created.stderr.splitlines() == ["note: created folder data for the store"]
     with sqlite3.connect(folder / "data" / "tuner.db") as connection:
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
     assert {"alembic_version", "sweeps", "trials"} <= tables
-    again = runner.invoke(app, ["status", "--db", "sqlite:///data/tuner.db"])
+    again = invoke("status", "--db", "sqlite:///data/tuner.db")
     assert again.exit_code == 0 and "created folder" not in again.stderr
 
 

@@ -6,13 +6,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from typer.testing import CliRunner
-
+from tests.cli.common import invoke
 from tests.cli.robust import sweep_args, write_landscape
-from tuner.cli.app import app
 from tuner.core import CONFIG_KEYS
-
-runner = CliRunner()
 
 
 def _sweep(folder: Path, db: str, trials: int, *more: str, m: str = "1,16") -> str:
@@ -20,7 +16,7 @@ def _sweep(folder: Path, db: str, trials: int, *more: str, m: str = "1,16") -> s
     args = sweep_args(
         folder, f"sqlite:///{folder / db}", m, "--trials", str(trials), *more, strategy="optuna"
     )
-    result = runner.invoke(app, args)
+    result = invoke(*args)
     assert result.exit_code == 0, result.output
     return " ".join(result.stdout.split())
 

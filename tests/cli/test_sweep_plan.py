@@ -6,15 +6,13 @@ a long interpreter plan needs --yes.
 import json
 
 import pytest
-from typer.testing import CliRunner
 
+from tests.cli.common import invoke
 from tests.cli.robust import write_landscape
 from tests.storefill import FAST
-from tuner.cli.app import app
 from tuner.core import vllm_device_name
 from tuner.run import gpus
 
-runner = CliRunner()
 NOTE = (
     "note: no visible GPU matches --device {0} here (visible: {1}): the sweep would stop with "
     "that error; this plan is for one NVIDIA_{0}, one worker per matching GPU where it runs (or "
@@ -23,7 +21,7 @@ NOTE = (
 
 
 def sweep(tmp_path, args: str):
-    return runner.invoke(app, ["sweep", *args.split(), "--db", f"sqlite:///{tmp_path}/t.db"])
+    return invoke("sweep", *args.split(), "--db", f"sqlite:///{tmp_path}/t.db")
 
 
 def _gpus(monkeypatch, *names):
@@ -114,14 +112,14 @@ def folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write_landscape(tmp_path, (16,))
     args = "sweep --device L20 --model tiny --m 16 --strategy optuna --trials 3 --replay l20.json"
-    created = runner.invoke(app, [*args.split(), "--no-run", "--db", "sqlite:///t.db"])
+    created = invoke(*args.split(), "--no-run", "--db", "sqlite:///t.db")
     assert created.exit_code == 0, created.output
     assert "sweep 1 (new): NVIDIA_L20, tiny TP 1, 2 shapes x 1 M, optuna, no run" in created.stdout
     return tmp_path
 
 
 def one_line(args: list[str], expected: str) -> None:
-    result = runner.invoke(app, args)
+    result = invoke(*args)
     assert result.exit_code == 2, result.output
     assert result.stderr.strip().splitlines() == [f"error: {expected}"]
 
@@ -134,7 +132,7 @@ def test_worker_refuses_what_it_cannot_run(folder, no_visible_gpu):
     )
     (folder / "c.json").write_text(json.dumps([FAST]))  # another space than the sweep's
     args = "worker --device L20 --replay l20.json --configs c.json --sweep 1"
-    result = runner.invoke(app, [*args.split(), *db])
+    result = invoke(*args.split(), *db)
     assert result.exit_code == 2
     assert result.stderr.startswith("error: sweep 1 searches config space vllm@replay:")
     assert "pass the --configs/--replay file and --kernel the sweep was made with" in result.stderr
@@ -153,7 +151,7 @@ def test_worker_refuses_what_it_cannot_run(folder, no_visible_gpu):
 
 
 def test_worker_with_nothing_to_do_says_so(folder):
-    result = runner.invoke(app, ["worker", "--device", "interpreter", "--db", "sqlite:///t.db"])
+    result = invoke("worker", "--device", "interpreter", "--db", "sqlite:///t.db")
     assert result.exit_code == 0, result.output
     assert "nothing to do: no unfinished task in sweeps on TRITON_INTERPRETER (space vllm)" in (
         " ".join(result.stdout.split())
@@ -162,7 +160,7 @@ def test_worker_with_nothing_to_do_says_so(folder):
 
 def test_no_run_for_a_gpu_this_host_lacks(folder):
     args = "sweep --device H200 --model tiny --m 1 --no-run --db sqlite:///t.db"
-    result = runner.invoke(app, args.split())
+    result = invoke(*args.split())
     assert result.exit_code == 0, result.output
     assert "sweep 2 (new): NVIDIA_H200, tiny TP 1, 2 shapes x 1 M, guided, no run" in (
         result.stdout

@@ -10,17 +10,15 @@ from pathlib import Path
 import pytest
 import typer.main
 from rich.console import Console
-from typer.testing import CliRunner
 
 from db.connection import open_store
-from tests.cli.tabletext import table_rows
+from tests.cli.common import invoke, table_rows
 from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tests.test_docs_commands import _leaf_paths
 from tuner.cli import output
 from tuner.cli.app import app
 from tuner.cli.tables import Column, fitted_columns, min_width, print_table
 
-runner = CliRunner()
 COLUMNS = [
     Column("N"),
     Column("config", text=True),
@@ -86,48 +84,46 @@ def store(tmp_path: Path) -> str:
 @pytest.mark.parametrize("command", ["winners --device L20", "status", "status --sweep 1"])
 def test_commands_fit_80_columns(store: str, command: str, monkeypatch) -> None:
     monkeypatch.setattr(output.console, "_width", 80)
-    result = runner.invoke(app, [*command.split(), "--db", store])
+    result = invoke(*command.split(), "--db", store)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines and all(len(line) <= 80 for line in lines)
     assert "…" not in result.stdout
     if command.startswith("winners"):
         assert any("120000.2" in line and "144072.7" in line for line in lines)
-        assert any("latency_us" in line and "default_us" in line for line in lines)
-        assert lines[-1] == "(GB/s, TFLOP/s left out at 80 columns; a wider terminal shows them)"
+        assert any("latency_us" in line and "spread_us" in line for line in lines)
 
 
 @pytest.mark.parametrize(
     "command", [leaf.split()[1:] for leaf in _leaf_paths(typer.main.get_command(app))], ids=" ".join
 )
 def test_help_fits_80_columns_uncut(command: list[str]) -> None:
-    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    result = invoke(*command, "--help", env={"COLUMNS": "80"}, terminal_width=80)
     assert result.exit_code == 0, result.output
     assert "…" not in result.stdout
     assert all(len(line) <= 80 for line in result.stdout.splitlines())
 
 
-def test_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_status(db, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(output.console, "_width", 220)  # one table row per line
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
     open_store(db).dispose()  # an empty store
-    assert "no sweeps in the store yet" in runner.invoke(app, ["status", "--db", db]).stdout
+    assert "no sweeps in the store yet" in invoke("status", "--db", db).stdout
     plan = {
         (576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
         (576, 7168, 16): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 12.0)],
     }
     sweep_id = fill(db, plan, m_values=(1, 16, 32), fail_m=(32,))
-    table = runner.invoke(app, ["status", "--db", db])
+    table = invoke("status", "--db", db)
     assert table_rows(table.stdout) == [
         [str(sweep_id), "NVIDIA_L20", "test-model", "2", "grid", "2/3", "0", "0", "1", "4/4"]
     ]
-    tasks = runner.invoke(app, ["status", "--db", db, "--sweep", str(sweep_id)])
+    tasks = invoke("status", "--db", db, "--sweep", str(sweep_id))
     assert [r[:9] for r in table_rows(tasks.stdout, first="576")] == [
         ["576", "7168", "1", "done", "1", "2/2", "6.0", "10.0", "1.67x"],
         ["576", "7168", "16", "done", "1", "2/2", "10.0", "10.0", "1.00x"],
         ["576", "7168", "32", "failed", "1", "0/0", "-", "-", "-"],
     ]
-    missing = runner.invoke(app, ["status", "--db", db, "--sweep", "99"])
+    missing = invoke("status", "--db", db, "--sweep", "99")
     assert (missing.exit_code, missing.stderr) == (
         2,
         f"error: no sweep with id 99; sweeps: {sweep_id}\n",

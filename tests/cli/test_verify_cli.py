@@ -6,19 +6,16 @@ import re
 import sqlite3
 
 import pytest
-from typer.testing import CliRunner
 
-from tests.cli.tabletext import CELL_SPLIT
+from tests.cli.common import CELL_SPLIT, invoke
 from tests.standin_vllm import VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, fill
-from tuner.cli import app as cli
 from tuner.cli import output
 from tuner.cli import verify as cli_verify
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.measure.trial import TrialResult
 
-runner = CliRunner()
 SHAPE_LINE = re.compile(r"^(N=\d+,K=\d+): keys ([\d, ]+); checking (\d+) M values$")
 SMALL, BIG = (256, 384), (576, 256)  # the two shapes of `tiny`
 # rich's last state of the bar, written once to a stderr that is not a terminal (80 columns).
@@ -106,7 +103,7 @@ def store(tmp_path):
 
 def verify(url, *args, m=("--m", "1,16")):
     args = ["--device", "interpreter", "--model", "tiny", *m, "--rounds", "3", "--db", url, *args]
-    return runner.invoke(cli.app, ["verify", *args])
+    return invoke("verify", *args)
 
 
 def test_bad_input_is_one_line_and_exit_2(store, fake_runner, monkeypatch):
@@ -298,7 +295,7 @@ def test_fix_first_finishes_unfinished_sweeps_so_an_interrupted_fix_resumes(stor
     url, tmp_path = store
     configs = _default_only(tmp_path)
     sweep = ["sweep", "--device", "interpreter", "--model", "tiny", "--m", "8", "--db", url]
-    planned = runner.invoke(cli.app, [*sweep, "--configs", configs, "--no-run"])
+    planned = invoke(*sweep, "--configs", configs, "--no-run")
     assert planned.exit_code == 0, planned.output
     partial = verify(url, "--allow-stale")
     assert partial.exit_code == 2
@@ -330,9 +327,9 @@ def test_end_to_end_on_the_interpreter(tmp_path, monkeypatch):
     monkeypatch.setattr(output.console, "_width", 220)
     tiny = ["--device", "interpreter", "--model", "one", "--m", "1", "--db", url]
     sweep = [*tiny, "--configs", str(configs), "--strategy", "grid", "--interpreter-reps", "1"]
-    swept = runner.invoke(cli.app, ["sweep", *sweep])
+    swept = invoke("sweep", *sweep)
     assert swept.exit_code == 0, swept.output
-    checked = runner.invoke(cli.app, ["verify", *tiny, "--rounds", "2"])
+    checked = invoke("verify", *tiny, "--rounds", "2")
     assert "note: the interpreter's timings are CPU timings" in checked.stdout
     found = sections(checked.stdout)
     if not found:  # the candidate won nowhere

@@ -8,10 +8,9 @@ import json
 import sqlite3
 
 import pytest
-from typer.testing import CliRunner
 
+from tests.cli.common import invoke
 from tests.standin_vllm import NO_DRIVER_VARIABLE, build_standin, importable
-from tuner.cli.app import app
 from tuner.files.provenance import family_kernel_hash, installed_triton_minor
 from tuner.kernels.dense.space import default_config
 from tuner.kernels.source import source_hash
@@ -20,10 +19,9 @@ DENSE_FILE = "N=256,K=128,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_sh
 MOE_FILE = "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
 FAST = dict(default_config().as_dict(), GROUP_SIZE_M=1)
 SLOW = dict(default_config().as_dict(), GROUP_SIZE_M=16)
-runner = CliRunner()
 
 
-def invoke(*args, vllm=None, extra=None):
+def tuner(*args, vllm=None, extra=None):
     """`tuner` in this process, with the stand-in vLLM importable when given (dropped from
     sys.modules afterwards) and the environment variables `extra`. Its kernels are timed in
     spawned workers and its placeholder is asked of a child, as from the command line."""
@@ -32,9 +30,9 @@ def invoke(*args, vllm=None, extra=None):
         for key, value in (extra or {}).items():
             patch.setenv(key, value)
         if vllm is None:
-            return runner.invoke(app, list(args))
+            return invoke(*args)
         with importable(vllm, patch):
-            return runner.invoke(app, list(args))
+            return invoke(*args)
 
 
 def rows(db, sql):
@@ -60,8 +58,8 @@ def swept(tmp_path_factory):
     db = f"sqlite:///{home}/tuner.db"
     common = _tiny(home, db, model="tiny-moe")
     runs = [
-        invoke(*common, "--no-publish", vllm=vllm),
-        invoke(*common, "--kernel", "builtin", vllm=vllm),
+        tuner(*common, "--no-publish", vllm=vllm),
+        tuner(*common, "--kernel", "builtin", vllm=vllm),
     ]
     return home, vllm, db, runs
 
@@ -128,7 +126,7 @@ def test_winners_of_two_sources_never_mix(swept) -> None:
 
     def exported(out, *flags, vllm_path=None):
         out = home / out
-        run = invoke(
+        run = tuner(
             "export",
             "--device",
             "interpreter",
@@ -159,7 +157,7 @@ def test_mounts_say_whose_kernel_trials_they_mount(swept) -> None:
     _, vllm, db, _ = swept
 
     def tuned_line(*flags, vllm_path=None):
-        run = invoke("mounts", "--device", "interpreter", "--db", db, *flags, vllm=vllm_path)
+        run = tuner("mounts", "--device", "interpreter", "--db", db, *flags, vllm=vllm_path)
         assert run.exit_code == 0, run.output
         return [line for line in run.stdout.splitlines() if line.startswith("# Tuned with")]
 
@@ -171,7 +169,7 @@ def test_mounts_say_whose_kernel_trials_they_mount(swept) -> None:
 
 
 def test_on_a_driverless_host_vllm_is_refused_unless_cuda_visible_devices_is_empty(
-    tmp_path, monkeypatch
+    tmp_path, db, monkeypatch
 ) -> None:
     """Finding 4: where vLLM's triton is its placeholder, every trial of vLLM's kernel would
     crash: --kernel vllm is one line and exit 2 (auto's choice of the builtin there:
@@ -180,13 +178,12 @@ def test_on_a_driverless_host_vllm_is_refused_unless_cuda_visible_devices_is_emp
     monkeypatch.chdir(tmp_path)
     vllm = build_standin(tmp_path / "site")
     driverless = {NO_DRIVER_VARIABLE: "1"}
-    db = f"sqlite:///{tmp_path}/tuner.db"
     sweep = (*_tiny(tmp_path, db, configs=[default_config().as_dict()]), "--kernel", "vllm")
-    refused = invoke(*sweep, vllm=vllm, extra=driverless)
+    refused = tuner(*sweep, vllm=vllm, extra=driverless)
     assert refused.exit_code == 2
     [line] = refused.stderr.strip().splitlines()
     assert line.startswith("error: --kernel vllm: vLLM 0.33.0 replaces triton with a placeholder")
-    kept = invoke(*sweep, vllm=vllm, extra={**driverless, "CUDA_VISIBLE_DEVICES": ""})
+    kept = tuner(*sweep, vllm=vllm, extra={**driverless, "CUDA_VISIBLE_DEVICES": ""})
     assert kept.exit_code == 0, kept.output
     assert rows(
         tmp_path / "tuner.db",

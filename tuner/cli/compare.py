@@ -49,7 +49,6 @@ from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
     InterpreterRepsOpt,
-    KernelChoice,
     KernelOpt,
     ModelOpt,
     OutDtypeOpt,
@@ -95,7 +94,7 @@ def compare(
     rounds: RoundsOpt = RETIME_ROUNDS,
     out_dtype: OutDtypeOpt = OutDtype.bfloat16,
     interpreter_reps: InterpreterRepsOpt = 3,
-    kernel: KernelOpt = KernelChoice.auto,
+    kernel: KernelOpt = "auto",
     db: DbOpt = None,
 ) -> None:
     """`tuner compare`: its help is this module's docstring (`app.command(help=...)`)."""
@@ -106,11 +105,11 @@ def compare(
     timed, _ = resolve_kernel_choice(kernel)
     # auto beside a vLLM whose Triton is a placeholder times the builtin: the files are then
     # the builtin's trials too, as a sweep here (auto) made them.
-    auto_builtin = kernel is KernelChoice.auto and timed == "builtin" and vllm_version() is not None
+    auto_builtin = kernel == "auto" and timed == "builtin" and vllm_version() is not None
     _, store = open_db(db, must_exist=True)
     device_name, runner, _ = measuring_device(store, device, interpreter_reps)
     run = _Compare(model_shapes, runner, timed, out_dtype.value, rounds, interpreter_reps)
-    tuned = _tuned(store, device_name, run, "builtin" if auto_builtin else kernel.value)
+    tuned = _tuned(store, device_name, run, "builtin" if auto_builtin else kernel)
     env = runner.environment(timed, DEFAULT_FAMILY)
     defaults = versus.default_kernels(
         model_shapes.pairs(),

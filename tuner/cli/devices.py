@@ -12,7 +12,6 @@ import typer
 
 from db.repo import session_scope
 from tuner.cli.errors import fail
-from tuner.cli.options import KernelChoice
 from tuner.cli.store import device_in_store
 from tuner.core import ResolvedDevice
 from tuner.inputs.devices import matches, resolve_device
@@ -23,10 +22,10 @@ from tuner.measure.runners import Runner, make_runner
 from tuner.run import gpus
 
 
-def resolve_kernel_choice(choice: KernelChoice) -> tuple[str, str]:
+def resolve_kernel_choice(choice: str) -> tuple[str, str]:
     """(source, space label) of --kernel here (`tuner.kernels.source.choose_kernel`); exit 2."""
     try:
-        chosen = choose_kernel(choice.value)
+        chosen = choose_kernel(choice)
     except ValueError as exc:
         raise fail(str(exc)) from None
     if chosen.note:  # auto took the builtin beside an installed vLLM: say why

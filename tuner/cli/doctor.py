@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from tuner.cli.errors import fail
+from tuner.cli.options import TpOpt
 from tuner.cli.output import plain
 from tuner.compare.doctor import Question, diagnose
 from tuner.inputs.backends import linear_backend_value
@@ -53,7 +54,6 @@ ModelOpt = Annotated[
         "kernel choice is asked for [default: one DeepSeek-V3 layer]."
     ),
 ]
-TpOpt = Annotated[int | None, typer.Option(help="Tensor-parallel size of --model (which shapes).")]
 
 
 def doctor(

@@ -17,9 +17,7 @@ from tuner.cli.errors import fail
 from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
-    EngineName,
     EngineOpt,
-    KernelChoice,
     TrialsKernelOpt,
 )
 from tuner.cli.output import console, out_folder, plain
@@ -34,7 +32,6 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.registry import DEFAULT_FAMILY
 from tuner.kernels.shape import FamilyShape
-from tuner.measure.roofline import shape_roofline
 
 # The scope of the files or winners, shared by `export`, `winners`, `publish` and `verify`.
 AllowPartialOpt = Annotated[
@@ -121,7 +118,7 @@ def publish_cmd(
     allow_partial: AllowPartialOpt = False,
     allow_stale: AllowStaleOpt = False,
     out_dtype: OutDtypeOpt = None,
-    kernel: TrialsKernelOpt = KernelChoice.auto,
+    kernel: TrialsKernelOpt = "auto",
     db: DbOpt = None,
 ) -> None:
     """Freeze a device's merged files as its next release, which downloads serve byte for byte.
@@ -132,7 +129,7 @@ def publish_cmd(
     """
     store, device_name = device_store(db, device, read_only=False)
     scope: dict[str, Any] = {"allow_partial": allow_partial, "allow_stale": allow_stale}
-    scope["kernel"] = kernel.value
+    scope["kernel"] = kernel
     scope["out_dtype"] = out_dtype and out_dtype.value
     publish_device(store, device_name, reason="tuner publish", required=True, **scope)
 
@@ -149,9 +146,9 @@ def export(
     out: Annotated[Path, typer.Option(help="Folder to write the vLLM config files to.")],
     allow_partial: AllowPartialOpt = False,
     out_dtype: OutDtypeOpt = None,
-    engine_name: EngineOpt = EngineName.vllm,
+    engine_name: EngineOpt = "vllm",
     allow_stale: AllowStaleOpt = False,
-    kernel: TrialsKernelOpt = KernelChoice.auto,
+    kernel: TrialsKernelOpt = "auto",
     db: DbOpt = None,
     engine_version: EngineVersionOpt = None,
 ) -> None:
@@ -171,13 +168,13 @@ def export(
         out_dtype=out_dtype and out_dtype.value,
         allow_stale=allow_stale,
         allow_partial=allow_partial,
-        engine_name=engine_name.value,
-        kernel=kernel.value,
+        engine_name=engine_name,
+        kernel=kernel,
         hint="; pick one with --out-dtype",
     )
     result = read.explained()
     typer.echo(source_line(read, allow_stale), err=True)
-    sglang = engine_name == EngineName.sglang
+    sglang = engine_name == "sglang"
     if sglang:
         typer.echo(f"note: {SGLANG_NOTE}", err=True)
     _write(result, out)
@@ -234,31 +231,15 @@ def source_line(read: StoreFiles, allow_stale: bool) -> str:
     )
 
 
-def _cell(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
-def _rate(value: float | None, decimals: int) -> str:
-    """A rate with `decimals` decimals, or 3 significant digits when that would show 0 (the
-    interpreter's rates are tiny)."""
-    text = _cell(value, f".{decimals}f")
-    return text if text == "-" or float(text) != 0 or value == 0 else f"{value:.3g}"
-
-
 def _winner_cells(row, *, kernels: bool) -> list[str]:
-    """One winner row's cells (`db.views.WinnerRow`): the kernel when `kernels`; roofline
-    figures only for a family whose call is one GEMM."""
+    """One winner row's cells (`db.views.WinnerRow`): the kernel when `kernels`."""
     key, default_us = FamilyShape.of_row(row), row.default_latency_us
-    figures = shape_roofline(key, row.M, row.latency_us)
     kernel = " ".join(filter(None, (key.family, key.shape.params_text)))
-    speedup = None if default_us is None else default_us / row.latency_us
+    speedup = None if default_us is None else f"{default_us / row.latency_us:.2f}x"
     cells = [kernel] if kernels else []
     cells += [str(row.N), str(row.K), str(row.M), KernelConfig.from_dict(row.config).short()]
-    cells += [f"{row.latency_us:.1f}", _cell(default_us, ".1f")]
-    cells += ["-" if speedup is None else f"{speedup:.2f}x", _cell(row.spread_us, ".2f")]
-    cells += [_rate(figures.gbps if figures else None, 1)]
-    cells += [_rate(figures.tflops if figures else None, 2)]
-    return cells
+    cells += [f"{row.latency_us:.1f}", "-" if default_us is None else f"{default_us:.1f}"]
+    return cells + [speedup or "-", "-" if row.spread_us is None else f"{row.spread_us:.2f}"]
 
 
 def winners(
@@ -272,44 +253,37 @@ def winners(
     The winner is the config a re-timing decided on (spread_us: the noise it had to beat), else
     the fastest checked config; where several sweeps tuned an (N, K, M), the decision made
     last (latencies of different runs are not compared); from trials of the current kernel
-    source and Triton major.minor only, unless --allow-stale. GB/s counts the compulsory bytes
-    of A, B, the scales and C over the latency, TFLOP/s 2*M*N*K over it. A device with
+    source and Triton major.minor only, unless --allow-stale. GB/s and TFLOP/s are in the
+    report (GET /devices/{device_name}/report). A device with
     imported files only (`tuner import`, never swept) has no winners: one line says so and how
     to see its files.
     """
     _, store = open_db(db, must_exist=True, read_only=True)
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
-        if device_name not in list_device_names(session):
-            plain(imported_only_line(device_name, list_imports(session, device_name=device_name)))
-            return
+        if device_name not in list_device_names(session):  # imported files only: no winner
+            files = imported_files_summary(list_imports(session, device_name=device_name))
+            return plain(
+                f"{device_name}: no winners, it has only imported files ({files}), never swept "
+                f"here; `tuner export --device {device_name} --out DIR` writes them with a note "
+                f"per entry, GET /devices/{device_name}/imports lists them"
+            )
         view = read_device(
             session, device_name, allow_stale=allow_stale, out_dtype=out_dtype and out_dtype.value
         )
     rows = view.winners
     # A kernel column where rows are not all of the default family (e.g. fused-MoE ones); on a
-    # narrow terminal the roofline figures go first, then the spread.
+    # narrow terminal the spread goes first.
     kernels = bool({FamilyShape.of_row(row).family for row in rows} - {DEFAULT_FAMILY})
     columns = [Column("kernel", text=True)] if kernels else []
     columns += [Column(h) for h in ("N", "K", "M")] + [Column("winner", text=True)]
     columns += [Column(h) for h in ("latency_us", "default_us", "speedup")]
-    columns += [Column(h, optional=True) for h in ("spread_us", "GB/s", "TFLOP/s")]
+    columns += [Column("spread_us", optional=True)]
     cells = [_winner_cells(row, kernels=kernels) for row in rows]
     print_table(console, columns, cells, title=device_name)
     for line in (view.scope.note(device_name), runs_summary(rows)):
         if line is not None:
             typer.echo(line, err=True)
-
-
-def imported_only_line(device_name: str, imports) -> str:
-    """`tuner winners`' one line for a device with imported files (`db.files.list_imports`)
-    and no sweeps: why there is no winner to show, and how to see the files."""
-    return (
-        f"{device_name}: no winners, it has only imported files "
-        f"({imported_files_summary(imports)}), never swept here; `tuner export --device "
-        f"{device_name} --out DIR` writes them with a note per entry, GET "
-        f"/devices/{device_name}/imports lists them"
-    )
 
 
 def runs_summary(rows) -> str | None:

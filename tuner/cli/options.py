@@ -5,14 +5,13 @@ The console is `tuner.cli.output`'s, --device is resolved in `tuner.cli.devices`
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
 
 from tuner.core import OutDtype
-from tuner.search.registry import DEFAULT_STRATEGY, STRATEGIES
+from tuner.search.registry import STRATEGIES
 
 
 def strategy_names() -> Any:
@@ -23,14 +22,8 @@ def strategy_names() -> Any:
     return Literal[tuple(STRATEGIES)]  # Literal[("a", "b")] is Literal["a", "b"]
 
 
-DEFAULT_STRATEGY_NAME = DEFAULT_STRATEGY
-
-
-class EngineName(StrEnum):
-    vllm = "vllm"
-    sglang = "sglang"
-
-
+# A serving engine, as `tuner.kernels.engines.ENGINES` names them.
+EngineName = Literal["vllm", "sglang"]
 EngineOpt = Annotated[
     EngineName,
     typer.Option(
@@ -41,12 +34,8 @@ EngineOpt = Annotated[
 ]
 
 
-class KernelChoice(StrEnum):
-    """Whose Triton kernels a sweep times (`tuner.kernels.source.KERNEL_CHOICES`)."""
-
-    auto = "auto"
-    vllm = "vllm"
-    builtin = "builtin"
+# Whose Triton kernels a sweep times (`tuner.kernels.source.KERNEL_CHOICES`).
+KernelChoice = Literal["auto", "vllm", "builtin"]
 
 
 DbOpt = Annotated[
@@ -116,13 +105,15 @@ KernelOpt = Annotated[
     ),
 ]
 # Commands that time nothing: --kernel picks whose kernel's trials the files come from.
-TRIALS_KERNEL_HELP = (
-    "Whose kernel's trials the files are merged from: vllm (trials of vLLM's "
-    "own kernel, a sweep inside the serving image), builtin (the tuner's "
-    "copies), auto (vllm where vLLM is importable here or the device has "
-    "trials of it, else builtin)."
-)
-TrialsKernelOpt = Annotated[KernelChoice, typer.Option("--kernel", help=TRIALS_KERNEL_HELP)]
+TrialsKernelOpt = Annotated[
+    KernelChoice,
+    typer.Option(
+        "--kernel",
+        help="Whose kernel's trials the files are merged from: vllm (trials of vLLM's own kernel, "
+        "a sweep inside the serving image), builtin (the tuner's copies), auto (vllm where vLLM "
+        "is importable here or the device has trials of it, else builtin).",
+    ),
+]
 
 
 SweepMOpt = Annotated[

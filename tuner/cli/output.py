@@ -15,9 +15,10 @@ console = Console()
 err_console = Console(stderr=True)
 
 
-def plain(text: str) -> None:
-    """Print a line as it is: no markup, no highlighting, wrapped only at the terminal's edge."""
-    console.print(text, soft_wrap=True, markup=False, highlight=False)
+def plain(text: str, to: Console | None = None) -> None:
+    """Print a line as it is (on `to`, stdout's console by default): no markup, no
+    highlighting, wrapped only at the terminal's edge."""
+    (to or console).print(text, soft_wrap=True, markup=False, highlight=False)
 
 
 def print_sweep_summary(summary) -> None:

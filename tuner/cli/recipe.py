@@ -3,24 +3,18 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
 from tuner.cli.errors import fail
+from tuner.cli.options import DeviceOpt, ModelOpt, TpOpt
 from tuner.cli.output import plain
 from tuner.cli.store import masked
 from tuner.files.mounts import advice_comments
 from tuner.inputs.devices import device_among
 from tuner.inputs.shapes import UnknownModelError, load_shapes
 from tuner.run.recipe import DB_VARIABLE, SweepRecipe, wheels_lines
-
-
-class RecipeFormat(StrEnum):
-    docker = "docker"
-    k8s = "k8s"
-
 
 ImageOpt = Annotated[
     str,
@@ -40,13 +34,13 @@ RecipeDbOpt = Annotated[
 
 def recipe_sweep(
     image: ImageOpt,
-    device: Annotated[str, typer.Option(help="GPU model as `tuner sweep --device` takes it.")],
-    model: Annotated[str, typer.Option(help="Model key from `tuner shapes list`.")],
-    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size.")] = None,
+    device: DeviceOpt,
+    model: ModelOpt,
+    tp: TpOpt = None,
     fmt: Annotated[
-        RecipeFormat,
+        Literal["docker", "k8s"],
         typer.Option("--format", help="docker: one host; k8s: an Indexed Job, one pod per node."),
-    ] = RecipeFormat.docker,
+    ] = "docker",
     nodes: Annotated[int, typer.Option(min=1, help="k8s: GPU nodes (pods).")] = 1,
     gpus: Annotated[int, typer.Option(min=1, help="k8s: GPUs per pod.")] = 1,
     db: RecipeDbOpt = None,
@@ -55,7 +49,7 @@ def recipe_sweep(
     wheels folder (no internet needed) without touching the image's torch or Triton."""
     # The pods of a Kubernetes sweep share one PostgreSQL store (postgres:// and postgresql://
     # open with psycopg, as db.repo.normalized_url opens them in the pods).
-    if fmt == RecipeFormat.k8s and not (db or "").startswith(("postgresql", "postgres://")):
+    if fmt == "k8s" and not (db or "").startswith(("postgresql", "postgres://")):
         raise fail(
             "--format k8s needs --db postgresql+psycopg://...: the pods of a "
             "Kubernetes sweep share one PostgreSQL store (a SQLite file is one host's)"
@@ -76,7 +70,7 @@ def recipe_sweep(
         "the files. Serving them:",
         *advice_comments(device_name, [], "vllm"),
     ]
-    if fmt == RecipeFormat.k8s:
+    if fmt == "k8s":
         text = recipe.k8s(masked(db or ""))
         at = text.index("\napiVersion:") + 1  # the advice after the steps, before the Job
         plain((text[:at] + "\n".join(served) + "\n" + text[at:]).rstrip("\n"))

@@ -6,7 +6,6 @@ tuner.files.pull's, the HTTP is urllib's)."""
 from __future__ import annotations
 
 import errno
-import ipaddress
 import json
 import os
 import socket
@@ -14,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.error import HTTPError, URLError
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 from urllib.request import urlopen
 
 import typer
@@ -29,12 +28,10 @@ from tuner.cli.export import (
     device_store,
 )
 from tuner.cli.options import (
-    TRIALS_KERNEL_HELP,
     DbOpt,
     DeviceOpt,
-    EngineName,
     EngineOpt,
-    KernelChoice,
+    TrialsKernelOpt,
 )
 from tuner.cli.output import out_folder, plain
 from tuner.cli.store import (
@@ -100,14 +97,11 @@ ServerOpt = Annotated[
 ReleaseOpt = Annotated[
     int | None,
     typer.Option(
+        "--release",
         min=1,
-        help="With k8s-pull or compose-pull: the release to pin, read from the store here "
-        "(--db) when it holds it, without asking --server [default: the server's newest].",
+        help="The release to pull (mounts: with k8s-pull or compose-pull, to pin; read from the "
+        "store here (--db) when it holds it, without asking --server) [default: the newest].",
     ),
-]
-MountsKernelOpt = Annotated[
-    KernelChoice,
-    typer.Option(help=f"As `tuner export --kernel`. {TRIALS_KERNEL_HELP} Not with --files."),
 ]
 FilesOpt = Annotated[
     Path | None,
@@ -120,7 +114,7 @@ FilesOpt = Annotated[
 
 def mounts(
     device: DeviceOpt,
-    engine_name: EngineOpt = EngineName.vllm,
+    engine_name: EngineOpt = "vllm",
     site_packages: SitePackagesOpt = None,
     fmt: FormatOpt = "docker",
     server: ServerOpt = None,
@@ -128,7 +122,7 @@ def mounts(
     files: FilesOpt = None,
     allow_partial: AllowPartialOpt = False,
     allow_stale: AllowStaleOpt = False,
-    kernel: MountsKernelOpt = KernelChoice.auto,
+    kernel: TrialsKernelOpt = "auto",
     db: DbOpt = None,
     engine_version: EngineVersionOpt = None,
     triton_version: TritonVersionOpt = None,
@@ -136,50 +130,34 @@ def mounts(
     """Print read-only mounts of each config file into the engine's config folder."""
     site = site_packages or DEFAULT_SITE_PACKAGES[engine_name]
     if fmt in PULL_FORMATS:
-        _pull_recipe(
-            fmt,
-            device,
-            server,
-            release,
-            db,
-            engine=engine_name.value,
-            site_packages=site,
-            engine_version_=engine_version,
-            triton_version=triton_version,
+        versions = {"engine_version_": engine_version, "triton_version": triton_version}
+        return _pull_recipe(
+            fmt, device, server, release, db, engine=engine_name, site_packages=site, **versions
         )
-        return
     given: dict[str, Any] = {
-        "engine": engine_name.value,
+        "engine": engine_name,
         "site_packages": site,
         "fmt": fmt,
         "engine_version": engine_version,
     }
+    triton = (triton_version, "--triton-version")
     if files is not None:
-        folder = str(files.resolve())
-        request = MountRequest(
-            **_folder_files(files, device, engine_name.value),
-            host_dir=folder,
-            **given,
-            triton_version=triton_version,
-            triton_from="--triton-version",
-        )
+        fields = _folder_files(files, device, engine_name)
+        request = MountRequest(**fields, **given, triton_version=triton[0], triton_from=triton[1])
     else:
-        scope = (allow_partial, allow_stale, kernel.value)
-        read = _store_files(device, engine_name.value, scope, db)
-        folder = DEFAULT_HOST_DIR
-        triton = (triton_version, "--triton-version")
-        request = store_request(read, triton, host_dir=folder, **given)
+        read = _store_files(device, engine_name, (allow_partial, allow_stale, kernel), db)
+        request = store_request(read, triton, host_dir=DEFAULT_HOST_DIR, **given)
     try:
         typer.echo(render_mounts(request), nl=False)
     except ValueError as exc:
         raise fail(str(exc)) from None
     if files is None:
-        _export_note(folder, request.device_name, engine_name)
+        _export_note(DEFAULT_HOST_DIR, request.device_name, engine_name)
 
 
-def _export_note(folder: str, device_name: str, engine_name: EngineName) -> None:
+def _export_note(folder: str, device_name: str, engine_name: str) -> None:
     """Tell, on stderr, how the files the mounts read from the store get to `folder`."""
-    sglang = " --engine sglang" if engine_name == EngineName.sglang else ""
+    sglang = " --engine sglang" if engine_name == "sglang" else ""
     typer.echo(
         f"note: the mounts read the files from {folder}/ on the serving host: `tuner export "
         f"--device {device_name} --out {folder.removeprefix('$PWD/')}/{sglang}` "
@@ -189,10 +167,10 @@ def _export_note(folder: str, device_name: str, engine_name: EngineName) -> None
 
 
 def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
-    """The mounts' fields of one device's config files in `folder`: its key and the files
-    (name -> text); each file is read as the engine reads it, one it could not read refused in
-    one line. SGLang 0.5.23's get_moe_configs reads every key as an M, so a file with
-    `"triton_version"` (`tuner export --engine vllm` writes it) is refused for SGLang."""
+    """The mounts' fields of one device's config files in `folder`: its key, the files
+    (name -> text) and the folder; each file is read as the engine reads it, one it could not
+    read refused in one line. SGLang 0.5.23's get_moe_configs reads every key as an M, so a
+    file with `"triton_version"` (`tuner export --engine vllm` writes it) is refused for SGLang."""
     try:
         entries = [p.name for p in folder.iterdir() if p.is_file()]
     except OSError as exc:
@@ -229,7 +207,12 @@ def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
                 "fail (it reads every key as an M); write the files with `tuner export "
                 "--engine sglang`"
             )
-    return {"device_name": device_name, "file_names": tuple(names), "contents": contents}
+    return {
+        "device_name": device_name,
+        "file_names": tuple(names),
+        "contents": contents,
+        "host_dir": str(folder.resolve()),
+    }
 
 
 def _store_files(
@@ -276,7 +259,7 @@ def _pull_recipe(
                 "must serve the same store",
                 err=True,
             )
-        hint = _unreachable_hint(fmt, device, server, release)
+        hint = _unreachable_hint(device, release)
         chosen = stored or choose_release(releases_of(server, device, hint=hint), device, release)
         text = render_pull_recipe(
             fmt, server=server, release=chosen, triton_from="--triton-version", **given
@@ -286,45 +269,14 @@ def _pull_recipe(
     except ValueError as exc:
         raise fail(str(exc)) from None
     typer.echo(text, nl=False)
-    address = _address(server)
-    if address is not None and address.is_loopback:
-        typer.echo(
-            f"note: the recipe's containers pull from {server}, which inside a container "
-            "or pod is itself, not this host: give --server as they reach the service "
-            "(e.g. http://tuner:8000)",
-            err=True,
-        )
 
 
-def _address(server: str):
-    """The URL's host as an `ipaddress` address (localhost as 127.0.0.1), or None for a name
-    (one a Kubernetes service may have)."""
-    host = urlsplit(server).hostname or ""
-    try:
-        return ipaddress.ip_address("127.0.0.1" if host == "localhost" else host)
-    except ValueError:
-        return None
-
-
-def _unreachable_hint(fmt: str, device: str, server: str, release: int | None) -> str:
-    """What to do when --server does not answer from here: pin a release the store here holds,
-    start the service at an address, or ask a cluster's service through a port-forward."""
-    parts = urlsplit(server)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    store = (
-        f"; the store here holds no release {release} of {device}"
-        if release is not None
-        else "; with --release N the recipe is made from the store here (--db) without "
-        "asking the server"
-    )
-    if _address(server) is not None:  # an address names no Kubernetes service
-        return f"{store}; or start the service at {server} (tuner serve --port {port})"
-    pin = f"&release={release}" if release is not None else ""
+def _unreachable_hint(device: str, release: int | None) -> str:
+    """What to do when --server does not answer from here: pin a release the store here holds."""
+    if release is not None:
+        return f"; the store here holds no release {release} of {device}"
     return (
-        f"{store}; or ask the service in the cluster: kubectl port-forward "
-        f"svc/{(parts.hostname or 'tuner').split('.')[0]} 8000:{port}, then curl "
-        f"'http://127.0.0.1:8000/devices/{quote(device, safe='')}/mounts?format={fmt}"
-        f"&server={quote(server, safe=':/')}{pin}'"
+        "; with --release N the recipe is made from the store here (--db) without asking the server"
     )
 
 
@@ -466,9 +418,6 @@ OutOpt = Annotated[
         "are removed."
     ),
 ]
-PullReleaseOpt = Annotated[
-    int | None, typer.Option("--release", min=1, help="The release to pull [default: the newest].")
-]
 StrictOpt = Annotated[
     bool,
     typer.Option(
@@ -480,12 +429,10 @@ StrictOpt = Annotated[
 
 def pull(
     server: PullServerOpt,
-    device: Annotated[
-        str, typer.Option(help="The device, as the service names it (aliases such as L20 work).")
-    ],
+    device: DeviceOpt,
     out: OutOpt,
-    release: PullReleaseOpt = None,
-    engine_name: EngineOpt = EngineName.vllm,
+    release: ReleaseOpt = None,
+    engine_name: EngineOpt = "vllm",
     strict: StrictOpt = False,
 ) -> None:
     """Download a published release of a device's config files into a folder.
@@ -502,7 +449,7 @@ def pull(
     versions differ; 2 bad input.
     """
     out_folder(out)
-    base, engine = server_url(server), engine_name.value
+    base, engine = server_url(server), engine_name
     chosen = _chosen(base, device, release, strict)
     name, number = chosen["device_name"], chosen["number"]
     if holds(out, chosen, engine):
@@ -518,7 +465,7 @@ def pull(
     plain(
         f"pulled {name} release {number} into {out}: {len(written)} file(s), sha256 checked{gone}"
     )
-    if engine_name == EngineName.vllm:
+    if engine_name == "vllm":
         # Whether vLLM reads the files on the device the release was tuned on.
         for line in device_advice(str(name), release_tuned(chosen, "compute_capability")).lines():
             plain(line)

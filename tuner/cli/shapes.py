@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from tuner.cli.errors import fail
+from tuner.cli.options import TpOpt
 from tuner.cli.output import console, plain
 from tuner.files.engine_folders import family_rows
 from tuner.inputs.hfconfig import derive_shapes, read_config
@@ -72,7 +73,7 @@ def shapes_list() -> None:
 
 def shapes_show(
     model: ModelArg,
-    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size.")] = None,
+    tp: TpOpt = None,
 ) -> None:
     """The (N, K) of a model at one TP size, with their source."""
     try:

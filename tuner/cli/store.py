@@ -95,32 +95,26 @@ def store_url(db: str | None, *, driver: bool = True) -> str:
 
 def _check_driver(parsed: URL, name: str) -> None:
     """Refuse in one line, with the fix, a URL whose dialect or DBAPI driver cannot load here
-    (what `create_engine` would raise as a traceback)."""
+    (what `create_engine` would raise as a traceback), or whose driver is an asyncio one."""
     try:
         dialect = parsed.get_dialect()
-    except NoSuchModuleError:
-        raise fail(
-            f"{_DB} {name}: SQLAlchemy knows no driver {parsed.drivername!r}: "
-            f"use {STORE_URL_FORMS} (psycopg)"
-        ) from None
-    driver_name = parsed.get_driver_name()
-    if getattr(dialect, "is_async", False):
-        raise fail(
-            f"{_DB} {name}: {driver_name} is an asyncio driver; the store needs a blocking "
-            "one: use postgresql://... (psycopg)"
-        )
-    try:
         dialect.import_dbapi()
-    except ImportError as exc:
-        missing = exc.name or driver_name
+    except (NoSuchModuleError, ImportError) as exc:
+        missing = getattr(exc, "name", None) or parsed.get_driver_name()
         fix = (
-            PSYCOPG_INSTALL
-            if driver_name == "psycopg"
-            else f"install {missing}, or use postgresql://... with psycopg: {PSYCOPG_INSTALL}"
+            ""
+            if missing == "psycopg"
+            else f"install {missing}, or use postgresql://... with psycopg: "
         )
         raise fail(
             f"{_DB} {name} needs the {missing} driver, which is not installed: {fix}"
+            f"{PSYCOPG_INSTALL}"
         ) from None
+    if getattr(dialect, "is_async", False):
+        raise fail(
+            f"{_DB} {name}: {parsed.get_driver_name()} is an asyncio driver; the store needs a "
+            "blocking one: use postgresql://... (psycopg)"
+        )
 
 
 def sqlite_missing(url: str) -> bool:

@@ -16,14 +16,12 @@ from tuner.cli.devices import resolve_kernel_choice, resolve_runner
 from tuner.cli.errors import fail
 from tuner.cli.export import NoPublishOpt, publish_device
 from tuner.cli.options import (
-    DEFAULT_STRATEGY_NAME,
     ConfigsOpt,
     DbOpt,
     DeviceOpt,
     DryRunOpt,
     GpusOpt,
     InterpreterRepsOpt,
-    KernelChoice,
     KernelOpt,
     ModelOpt,
     NoRunOpt,
@@ -64,7 +62,7 @@ from tuner.run.sweep import (
     worker_specs,
 )
 from tuner.run.worker import lease_s_default
-from tuner.search.registry import DEFAULT_TRIALS
+from tuner.search.registry import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 # `tuner sweep --strategy`: its type is built with the command (`strategy_names`), so a
 # strategy registered at run time is listed in --help.
@@ -82,7 +80,7 @@ def sweep(
     strategy: Annotated[
         strategy_names(),  # type: ignore[valid-type]  # Literal built at run time
         typer.Option(help=STRATEGY_HELP),
-    ] = DEFAULT_STRATEGY_NAME,
+    ] = DEFAULT_STRATEGY,
     trials: TrialsOpt = DEFAULT_TRIALS,
     configs: ConfigsOpt = None,
     seed: SweepSeedOpt = 0,
@@ -95,7 +93,7 @@ def sweep(
     dry_run: DryRunOpt = False,
     gpus: GpusOpt = None,
     yes: YesOpt = False,
-    kernel: KernelOpt = KernelChoice.auto,
+    kernel: KernelOpt = "auto",
     db: DbOpt = None,
 ) -> None:
     """Tune every (N, K) of a model over the M grid, one worker per matching GPU; then each
@@ -109,33 +107,39 @@ def sweep(
     if not here and no_run:
         raise fail("--gpus only prints a plan for another host: drop it to create the sweep")
     m_values, shapes = _parse(m, model, tp)
-    source, label = resolve_kernel_choice(kernel)
-    runner, resolved = resolve_runner(
-        device,
-        replay,
-        interpreter_reps=interpreter_reps,
-        need_device=here and not no_run,
-        plan_only=here and dry_run and not no_run,
-    )
-    requests = model_requests(
-        shapes,
-        device_name=resolved.device_name,
-        m_values=m_values,
-        strategy=strategy,
-        trials=trials,
-        seed=seed,
-        out_dtype=out_dtype.value,
-        configs=load_configs(configs),
-        replay=None if replay is None else str(replay),
-        kernel=source,
-        kernel_label=label,
+    plan_here = (here and not no_run, here and dry_run and not no_run)
+    search = dict(strategy=strategy, trials=trials, seed=seed, out_dtype=out_dtype.value)
+    runner, resolved, requests = _requests(
+        shapes, m_values, device, replay, kernel, plan_here, interpreter_reps, configs, search
     )
     visible = list(resolved.visible_ids)  # one worker each, unless --gpus plans for another host
     workers = gpus if gpus is not None and runner.on_gpu else max(1, len(visible))
     notes = _default_lines(shapes.model, shapes.tp, tp is not None, m)
     preview, model_ = _show_plan(requests, db, runner, workers, notes, interpreter_reps)
     if here and not dry_run and _confirmed(preview, model_, runner.name, yes):
-        _run_all(requests, db, runner, visible, no_run, no_publish, trial_timeout, source)
+        _run_all(requests, db, runner, visible, no_run, no_publish, trial_timeout)
+
+
+def _requests(shapes, m_values, device, replay, kernel, plan_here, reps, configs, search):
+    """(runner, resolved device, the sweep requests of the model's shapes): --kernel, --device
+    and --replay resolved (`plan_here`: a device is needed, only a plan is printed), then one
+    request per family of the model with `search` (strategy, trials, seed, out_dtype)."""
+    source, label = resolve_kernel_choice(kernel)
+    need_device, plan_only = plan_here
+    runner, resolved = resolve_runner(
+        device, replay, interpreter_reps=reps, need_device=need_device, plan_only=plan_only
+    )
+    requests = model_requests(
+        shapes,
+        device_name=resolved.device_name,
+        m_values=m_values,
+        configs=load_configs(configs),
+        replay=None if replay is None else str(replay),
+        kernel=source,
+        kernel_label=label,
+        **search,
+    )
+    return runner, resolved, requests
 
 
 def _parse(m: str, model: str, tp: int | None) -> tuple:
@@ -146,9 +150,9 @@ def _parse(m: str, model: str, tp: int | None) -> tuple:
         raise fail(str(exc).strip("'\"")) from None
 
 
-def _run_all(requests, db, runner, visible, no_run, no_publish, trial_timeout_s, kernel) -> None:
+def _run_all(requests, db, runner, visible, no_run, no_publish, trial_timeout_s) -> None:
     """Run every sweep of the command (`_plan_and_run`), then publish the device's files
-    unless --no-run or --no-publish, merged from the sweep's own `kernel` source: "auto"
+    unless --no-run or --no-publish, merged from the sweeps' own kernel source: "auto"
     could read another source's trials here (vLLM's wherever vLLM is installed, even when
     the sweep timed the builtin)."""
     _check_lease()
@@ -165,7 +169,8 @@ def _run_all(requests, db, runner, visible, no_run, no_publish, trial_timeout_s,
             trial_timeout_s=trial_timeout_s,
         )
     if not no_run and not no_publish:
-        publish_device(store, requests[0][0].device_name, reason="tuner sweep", kernel=kernel)
+        first = requests[0][0]
+        publish_device(store, first.device_name, reason="tuner sweep", kernel=first.kernel)
 
 
 def _check_lease() -> None:
@@ -281,8 +286,8 @@ def _plan_and_run(
     visible: list,
     trial_timeout_s: float | None = None,
 ) -> None:
-    """Create, extend or find one sweep and run it to the end; exit 1 if tasks are left or no
-    trial came out ok (e.g. an interpreter that cannot launch), 130 on Ctrl-C, 143 on SIGTERM."""
+    """Create, extend or find one sweep and run it to the end (`_run`), or with `no_run` only
+    say how workers on other hosts join it."""
     opened = plan(store, request)
     sweep_id = opened.info.sweep_id
     if opened.outcome == "kept" and request.strategy != "grid":
@@ -299,6 +304,12 @@ def _plan_and_run(
             f"run `tuner worker --device {request.device_name} --sweep {sweep_id} --kernel "
             f"{request.kernel}` with the same --db (and --configs, --replay) on each host"
         )
+    _run(store, url, request, sweep_id, runner, visible, trial_timeout_s)
+
+
+def _run(store, url, request, sweep_id, runner, visible, trial_timeout_s) -> None:
+    """Run sweep `sweep_id` with one worker per `visible` GPU and print its summary; exit 1 if
+    tasks are left or no trial came out ok, 130 on Ctrl-C, 143 on SIGTERM."""
     try:
         summary = run_workers(
             store,
@@ -331,7 +342,7 @@ def worker(
     replay: ReplayOpt = None,
     interpreter_reps: InterpreterRepsOpt = 3,
     trial_timeout: TrialTimeoutOpt = None,
-    kernel: KernelOpt = KernelChoice.auto,
+    kernel: KernelOpt = "auto",
     db: DbOpt = None,
 ) -> None:
     """Join sweeps created elsewhere (`tuner sweep --no-run`, POST /sweeps): one worker per

@@ -35,13 +35,11 @@ from db import repo
 from tuner.cli.arguments import load_configs, parse_m_values
 from tuner.cli.devices import measuring_device, resolve_kernel_choice
 from tuner.cli.errors import fail
-from tuner.cli.export import AllowStaleOpt, publish_device
+from tuner.cli.export import AllowPartialOpt, AllowStaleOpt, publish_device
 from tuner.cli.options import (
-    DEFAULT_STRATEGY_NAME,
     ConfigsOpt,
     DbOpt,
     DeviceOpt,
-    KernelChoice,
     ModelOpt,
     OutDtypeOpt,
     TpOpt,
@@ -60,7 +58,7 @@ from tuner.measure.noise import REP_S, RETIME_ROUNDS, WARMUP_S
 from tuner.measure.runner import Problem
 from tuner.run.plan import SweepRequest, space_name
 from tuner.run.sweep import progress_columns
-from tuner.search.registry import DEFAULT_TRIALS
+from tuner.search.registry import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 MOpt = Annotated[
     str | None,
@@ -80,12 +78,6 @@ FixOpt = Annotated[
         "--fix",
         help="Tune the slower or failed M (a sweep of them, with the search of the sweeps that "
         "made the files; unfinished sweeps of the model first), check again, then publish.",
-    ),
-]
-AllowPartialOpt = Annotated[
-    bool,
-    typer.Option(
-        "--allow-partial", help="Also check files that only `tuner export --allow-partial` writes."
     ),
 ]
 # Seconds of progress the ETA averages over: all of it (a timed M can take minutes on the
@@ -111,7 +103,7 @@ class _Verify:
 
     def __post_init__(self) -> None:
         self.device_name, self.runner, self.visible = self.device
-        self.kernel, self.kernel_label = resolve_kernel_choice(KernelChoice.auto)
+        self.kernel, self.kernel_label = resolve_kernel_choice("auto")
         self.space = space_name(self.configs, None, self.kernel_label)
         self.block_shape = as_block_shape(self.model_shapes.block_shape)
 
@@ -170,12 +162,7 @@ class _Verify:
                 for s in planned:
                     label = shape_label(s.shape.N, s.shape.K)
                     keys = ", ".join(map(str, s.configs))
-                    _out().print(
-                        f"{label}: keys {keys}; checking {len(s.m_points)} M values",
-                        soft_wrap=True,
-                        markup=False,
-                        highlight=False,
-                    )
+                    plain(f"{label}: keys {keys}; checking {len(s.m_points)} M values", _out())
                     ticks = partial(lambda shape, point: advance(int(point.M in shape.timed)), s)
                     results.append(
                         verify(s.shape, s.configs, s.m_points, self.make_runner, on_point=ticks)
@@ -249,7 +236,7 @@ class _Verify:
         search = (
             (made[-1].strategy, made[-1].budget, made[-1].seed)
             if made
-            else (DEFAULT_STRATEGY_NAME, DEFAULT_TRIALS, 0)
+            else (DEFAULT_STRATEGY, DEFAULT_TRIALS, 0)
         )
         groups: dict[tuple[int, ...], list[tuple[int, int]]] = {}
         for shape, m_values in sorted(offending.items()):

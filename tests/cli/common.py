@@ -1,0 +1,31 @@
+"""Helpers of the CLI tests: `tuner` run in this process, and its borderless tables
+(tuner.cli.tables) read back into cells."""
+
+from __future__ import annotations
+
+import re
+
+from typer.testing import CliRunner
+
+from tuner.cli.app import app
+
+# Cells are at least three spaces apart; a cell holds single spaces at most.
+CELL_SPLIT = re.compile(r"\s{2,}")
+
+
+def invoke(*args, **options):
+    """`tuner ARGS` in this process (each argument str()-ed); `options` as
+    `typer.testing.CliRunner.invoke` takes them (env, terminal_width)."""
+    return CliRunner().invoke(app, [str(arg) for arg in args], **options)
+
+
+def flat(text: str) -> str:
+    """The text with every run of whitespace made one space."""
+    return " ".join(text.split())
+
+
+def table_rows(text: str, first: str = r"\d+") -> list[list[str]]:
+    """The body rows of a printed table whose first cell matches `first` (a regex), split into
+    cells. Header, rule, title and note lines never start that way."""
+    start = re.compile(rf"\s*(?:{first}) {{2,}}")
+    return [CELL_SPLIT.split(line.strip()) for line in text.splitlines() if start.match(line)]
