@@ -1,11 +1,10 @@
 """Shared test setup: Triton's CPU interpreter unless the caller chose otherwise, and an empty
 user shapes folder per test (never the developer's own ~/.config)."""
 
-import functools
 import os
-from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, make_url, text
 
 # Must happen before tuner.kernels.dense.kernel is imported: triton.jit reads it when it decorates
 # the kernel.
@@ -28,16 +27,21 @@ def no_visible_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gpus, "visible_gpus", lambda: [])
 
 
-@functools.cache
-def _uses_postgresql(path: Path) -> bool:
-    return "TUNER_TEST_PG_URL" in path.read_text()
+def _database_per_xdist_worker() -> None:
+    """Under pytest-xdist each worker gets its own scratch PostgreSQL database (the given one's
+    name plus the worker's, created once), so two workers never drop each other's tables."""
+    url, worker = os.environ.get("TUNER_TEST_PG_URL"), os.environ.get("PYTEST_XDIST_WORKER")
+    if not url or not worker:
+        return
+    base = make_url(url)
+    name = f"{base.database}_{worker}"
+    engine = create_engine(base, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        exists = f"SELECT 1 FROM pg_database WHERE datname = '{name}'"
+        if connection.execute(text(exists)).scalar() is None:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    os.environ["TUNER_TEST_PG_URL"] = base.set(database=name).render_as_string(hide_password=False)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`--dist loadgroup`), every test that may use the one scratch
-    PostgreSQL database runs in one worker, one after another: they drop and recreate its
-    tables."""
-    for item in items:
-        conftest = item.path.parent / "conftest.py"
-        if _uses_postgresql(item.path) or (conftest.exists() and _uses_postgresql(conftest)):
-            item.add_marker(pytest.mark.xdist_group("postgresql"))
+_database_per_xdist_worker()
