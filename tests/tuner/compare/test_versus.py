@@ -316,18 +316,17 @@ def test_marlin_processes_each_weight_copy_untimed_and_matches_the_reference(sta
 
 
 def test_vllms_selection_is_asked_for_a_block_fp8_layer_as_a_server_asks(
-    tmp_path, monkeypatch
+    standin, monkeypatch
 ) -> None:
     """The stand-in's DeepGEMM takes a layer only with the server's model config (its type),
     the weight shape and the out dtype it is given: each is passed on."""
     deepgemm, cutlass = "DeepGemmFp8BlockScaledMMKernel", "CutlassFp8BlockScaledMMKernel"
     monkeypatch.setenv(CAPABILITY_VARIABLE, "9.0")
-    with importable(build_standin(tmp_path / "site"), monkeypatch):
-        assert vllm_choice(7168, 18432, "bfloat16", "deepseek_v3") == deepgemm
-        assert vllm_choice(7168, 18432, "float16", "deepseek_v3") == cutlass
-        assert vllm_choice(200, 256, "bfloat16", "deepseek_v3") == cutlass
-        monkeypatch.setenv(CAPABILITY_VARIABLE, "10.0")
-        assert vllm_choice(7168, 18432, "bfloat16", "qwen3_5_text") == cutlass
-        monkeypatch.delenv(CAPABILITY_VARIABLE)  # VllmConfig() cannot infer a device type
-        with pytest.raises(RuntimeError, match="Failed to infer device type"):
-            vllm_choice(7168, 18432, "bfloat16", "deepseek_v3")
+    assert vllm_choice(7168, 18432, "bfloat16", "deepseek_v3") == deepgemm
+    assert vllm_choice(7168, 18432, "float16", "deepseek_v3") == cutlass
+    assert vllm_choice(200, 256, "bfloat16", "deepseek_v3") == cutlass
+    monkeypatch.setenv(CAPABILITY_VARIABLE, "10.0")
+    assert vllm_choice(7168, 18432, "bfloat16", "qwen3_5_text") == cutlass
+    monkeypatch.delenv(CAPABILITY_VARIABLE)  # VllmConfig() cannot infer a device type
+    with pytest.raises(RuntimeError, match="Failed to infer device type"):
+        vllm_choice(7168, 18432, "bfloat16", "deepseek_v3")

@@ -22,17 +22,13 @@ ENTRY = {**FAST, "BLOCK_SIZE_N": 128}
 SGL_MOE = "sglang/srt/layers/moe/"
 
 
+# The other rows, through the mount lines: tests/tuner/files/test_mounts.py.
 @pytest.mark.parametrize(
     ("engine", "family", "version", "folder"),
     [
-        ("vllm", "dense", None, "vllm/model_executor/layers/quantization/utils/configs"),
         ("vllm", "moe", None, "vllm/model_executor/layers/fused_moe/configs"),
-        ("sglang", "dense", None, "sglang/kernels/ops/gemm/configs"),
         ("sglang", "dense", "0.5.21", "sglang/kernels/ops/gemm/configs"),
-        ("sglang", "dense", "0.5.20", "sglang/kernels/ops/quantization/configs"),
-        ("sglang", "dense", "0.5.15.post1", "sglang/srt/layers/quantization/configs"),
         ("sglang", "moe", "0.5.11", f"{SGL_MOE}moe_runner/triton_utils/configs/triton_3_8_0"),
-        ("sglang", "moe", "0.5.10.post1", f"{SGL_MOE}fused_moe_triton/configs/triton_3_8_0"),
     ],
 )
 def test_folder_of_each_release(engine: str, family: str, version: str | None, folder: str) -> None:

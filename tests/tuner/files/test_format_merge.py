@@ -6,8 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import stat
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +30,7 @@ from tuner.files.merge import (
     runs_note,
     write_files_atomically,
 )
-from tuner.kernels.dense.family import ConfigFileName, config_file_name, parse_config_file_name
+from tuner.kernels.dense.family import config_file_name, parse_config_file_name
 from tuner.kernels.dense.space import default_config
 
 DEFAULT = default_config()
@@ -81,23 +79,12 @@ def test_nvidia_entries_are_written_in_vllm_key_order() -> None:
     assert text.endswith("}\n") and not text.endswith("\n\n")
 
 
-def test_name_parts() -> None:
-    name = config_file_name(17408, 5120, "NVIDIA_L20")
-    assert name == "N=17408,K=5120,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
-    sglang = name.replace("[128,128]", "[128, 128]")
-    assert parse_config_file_name(sglang) == ConfigFileName(
-        17408, 5120, "NVIDIA_L20", "fp8_w8a8", (128, 128)
-    )
-    assert parse_config_file_name(sglang).name == name
-
-
 @pytest.mark.parametrize(
     "name",
     [
         "E=256,N=7168,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json",
         "N=0128,K=512,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json",
         "N=128,K=512,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,  128].json",
-        "N=128,K=512,device_name=../../etc,dtype=fp8_w8a8,block_shape=[128,128].json",
         "N=128,K=512,device_name=NVIDIA_L20,dtype=fp16,block_shape=[128,128].json",
         "",
     ],
@@ -108,8 +95,7 @@ def test_bad_names_are_rejected(name: str) -> None:
 
 
 def test_config_file_name_rejects_bad_parts() -> None:
-    with pytest.raises(ValueError, match="device_name"):
-        config_file_name(128, 512, "a/b")
+    """A bad device part: tests/tuner/inputs/test_devices.py."""
     with pytest.raises(ValueError, match="N must be"):
         config_file_name(0, 512, "NVIDIA_L20")
 
@@ -360,14 +346,3 @@ def test_write_files_atomically(tmp_path: Path) -> None:
     assert (out / name).read_text() == merged.text
     assert stat.S_IMODE((out / name).stat().st_mode) == 0o644
     assert sorted(p.name for p in out.iterdir()) == [name]
-
-
-def test_import_is_pure() -> None:
-    # provenance too, its hashes and Triton read from text and metadata: the service has neither
-    code = (
-        "import sys, tuner.files.format, tuner.files.merge, tuner.files.provenance as p; "
-        "p.current_kernel_hash(); p.installed_triton_minor(); "
-        "bad = {'torch', 'triton', 'sqlalchemy', 'fastapi'} & set(sys.modules); "
-        "assert not bad, bad"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)

@@ -317,7 +317,6 @@ SGL_PULLED = PULLED_MOE.replace("[128,128]", "[128, 128]")
 def test_sglang_pull_writes_moe_files_without_the_triton_version_key(tmp_path):
     entry = {**FAST, "BLOCK_SIZE_N": 128}
     released = dump_config_file({1: entry, 64: entry}, triton_version="3.8.0").encode()
-    assert released.startswith(b'{\n    "triton_version": "3.8.0",\n    "1": {')
     release = {
         "device_name": "NVIDIA_H200",
         "number": 3,

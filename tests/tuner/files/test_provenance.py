@@ -1,10 +1,12 @@
 """Provenance without triton: each family's kernel hash from its module's text equals the
-module's own, and the Triton rule of a service that has no triton (that importing it imports
-neither: test_format_merge.test_import_is_pure)."""
+module's own, and the Triton rule of a service that has no triton; the modules the service
+reads files, families and rooflines with import no torch or triton."""
 
 from __future__ import annotations
 
 import importlib.metadata
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import pytest
@@ -75,3 +77,17 @@ def test_without_triton_the_newest_triton_of_a_current_kernel_counts(monkeypatch
         "v2", "3.8", (), "vllm", "0.10.0"
     )
     assert current_provenance([], installed_triton=None, kernel="vllm").hashes == ("none",)
+
+
+def test_the_services_file_modules_load_no_torch_triton_or_store() -> None:
+    """Hashes and Triton read from text and metadata: the service has neither (api.app as a
+    whole: tests/api/test_service.py)."""
+    code = (
+        "import sys, tuner.files.format, tuner.files.merge, tuner.files.provenance as p; "
+        "p.current_kernel_hash(); p.installed_triton_minor(); "
+        "assert not {'sqlalchemy', 'fastapi'} & set(sys.modules); "
+        "import tuner.kernels.registry, tuner.files.device, tuner.measure.roofline as r; "
+        "r.roofline(1, 128, 128, 1.0); bad = {'torch', 'triton'} & set(sys.modules); "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

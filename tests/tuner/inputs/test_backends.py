@@ -52,14 +52,13 @@ def test_humming_moves_ahead_of_marlin_on_sm90_only() -> None:
 DEEPGEMM, CUTLASS = "DeepGemmFp8BlockScaledMMKernel", "CutlassFp8BlockScaledMMKernel"
 
 
+# sm90 with deepseek_v3 and sm89's Marlin: tests/tuner/compare/test_versus.py.
 @pytest.mark.parametrize(
     ("capability", "N", "K", "dtype", "model_type", "kernel"),
     [
-        (90, 7168, 18432, "bfloat16", "deepseek_v3", DEEPGEMM),
         (90, 7168, 18432, "bfloat16", None, DEEPGEMM),
         (90, 7168, 18432, "float16", None, CUTLASS),
         (90, 200, 256, "bfloat16", None, CUTLASS),
-        (89, 7168, 18432, "bfloat16", None, "MarlinFP8ScaledMMLinearKernel"),
         # Blackwell: DeepGEMM unless vLLM turns it off for the model type on that family.
         (100, 7168, 18432, "bfloat16", "qwen3_5_text", CUTLASS),
         (100, 7168, 18432, "bfloat16", "kolibri1", DEEPGEMM),

@@ -198,13 +198,7 @@ def test_reference_on_hand_computed_case() -> None:
 
 def test_make_inputs_is_seeded_and_in_range() -> None:
     first, again = (make_inputs(5, 300, 260, BLOCK_SHAPE, seed=7) for _ in range(2))
-    other = make_inputs(5, 300, 260, BLOCK_SHAPE, seed=8)
-    shapes = {name: (tuple(t.shape), t.dtype) for name, t in vars(first).items()}
-    fp8 = torch.float8_e4m3fn
-    assert shapes == {
-        **{"A": ((5, 260), fp8), "B": ((300, 260), fp8)},
-        **{"As": ((5, 3), torch.float32), "Bs": ((3, 3), torch.float32)},
-    }
+    other = make_inputs(5, 300, 260, BLOCK_SHAPE, seed=8)  # shapes: the wrapper's checks
     assert all(torch.equal(t.float(), getattr(again, n).float()) for n, t in vars(first).items())
     assert not torch.equal(first.A.float(), other.A.float())
     values = first.B.float()

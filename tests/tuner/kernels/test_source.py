@@ -30,7 +30,6 @@ def standin(tmp_path, monkeypatch):
 def test_without_vllm_auto_is_the_builtin_and_vllm_is_refused() -> None:
     assert vllm_package_dir() is None and vllm_version() is None
     assert resolve_kernel("auto") == "builtin"
-    assert resolve_kernel("builtin") == "builtin"
     with pytest.raises(ValueError, match=r"^--kernel vllm: vLLM is not importable here"):
         resolve_kernel("vllm")
     with pytest.raises(ValueError, match=r"--kernel must be one of auto, vllm, builtin"):

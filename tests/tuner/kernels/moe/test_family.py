@@ -8,14 +8,12 @@ import pytest
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.moe.family import MOE, moe_config_file_name
 from tuner.kernels.moe.space import default_config, vllm_space
-from tuner.kernels.registry import get_family
 from tuner.kernels.shape import Shape
 
 QWEN3_TP2 = Shape(384, 2048, (128, 128), (("E", 128), ("top_k", 8)))
 
 
 def test_file_names_are_vllms_with_the_h200_rule_and_sglangs_without() -> None:
-    assert get_family("moe") is MOE
     name = "E=128,N=384,device_name={},dtype=fp8_w8a8,block_shape=[128{}128].json"
 
     def spelled(device_name: str, engine: str) -> str:

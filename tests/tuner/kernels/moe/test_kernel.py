@@ -86,9 +86,7 @@ def test_the_down_gemm_multiplies_each_slot_by_its_routing_weight() -> None:
     _gemm(inputs, out, alignment, config, top_k=1, mul_routed_weight=True, **down)
     ref = reference_moe_gemm(a, a_scale, w2, w2_scale, inputs.topk_ids, 1, BLOCK, weights)
     assert int(torch.isnan(out).sum()) == 0
-    assert relative_error(out, ref) < 2e-3
-    unweighted = reference_moe_gemm(a, a_scale, w2, w2_scale, inputs.topk_ids, 1, BLOCK)
-    assert relative_error(out, unweighted) > 0.1  # the weights (< 1) were applied
+    assert relative_error(out, ref) < 2e-3  # top_k 2: each weight well below 1
 
 
 @pytest.mark.parametrize(("M", "top_k", "out_dtype"), [(1, 1, BF16), (6, 8, FP16)])
@@ -99,18 +97,10 @@ def test_the_expert_mlp_matches_float64_with_the_default_config(M, top_k, out_dt
     workload.launch(default_config(M), workload.weights(), out=out, out_dtype=out_dtype)
     assert workload.out_shape == (M, 256) and int(torch.isnan(out).sum()) == 0
     # bf16: Triton's interpreter rounds the stored bf16 toward zero (the reference mirrors it
-    # for the gate_up output; the down output's truncation is the 0.4%).
+    # for the gate_up output; the down output's truncation is the 0.4%). Unrounded, the
+    # reference would miss bf16 by about 2%: this bound is why it rounds the intermediates.
     bound = 6e-3 if out_dtype == BF16 else 1e-3
     assert relative_error(out, workload.reference(out_dtype)) < bound
-
-
-def test_the_mlp_reference_without_rounding_is_off_by_the_requantization() -> None:
-    """Why the reference rounds the intermediates: unrounded, bf16 misses it by about 2%."""
-    shape = Shape(128, 256, BLOCK, (("E", 4), ("top_k", 2)))
-    workload = MoeWorkload.make(shape, 9, seed=0, device="cpu")
-    out = workload.launch(SMALL, workload.weights(), out=None, out_dtype=BF16)
-    assert relative_error(out, workload.reference(BF16)) < 6e-3
-    assert relative_error(out, workload.reference(None)) > 1e-2
 
 
 def test_the_wrapper_rejects_bad_input_in_one_line() -> None:
@@ -140,13 +130,10 @@ def test_swap_ab_computes_the_same_gemm_transposed() -> None:
     ref = reference_moe_gemm(
         inputs.x, inputs.x_scale, inputs.w1, inputs.w1_scale, inputs.topk_ids, top_k, BLOCK
     )
-    outs = {}
     for arch in (89, 90):
         out = _gemm(inputs, _nan(M * top_k, 2 * N), alignment, config, top_k=top_k, arch=arch)
         assert int(torch.isnan(out).sum()) == 0
         assert relative_error(out, ref) < 5e-3
-        outs[arch] = out.double()
-    assert relative_error(outs[90], outs[89]) < 5e-3
 
 
 def test_small_batches_take_vllms_naive_assignment_and_match_float64() -> None:
@@ -180,14 +167,10 @@ def test_slots_are_grouped_by_expert_and_padded_to_the_block() -> None:
     assert padded.tolist() == [12] and padded.dtype == torch.int32
 
 
-def test_fewer_slots_than_experts_allocate_one_block_per_slot() -> None:
-    topk_ids = torch.tensor([[5]], dtype=torch.int32)
-    sorted_ids, expert_ids, padded = moe_align_block_size(topk_ids, 16, 128)
-    assert sorted_ids.numel() == 16 and sorted_ids.tolist() == [0] + [1] * 15
+def test_fewer_slots_than_experts_allocate_one_block_per_slot_and_bad_ids_are_refused() -> None:
+    sorted_ids, expert_ids, padded = moe_align_block_size(torch.tensor([[5]]), 16, 128)
+    assert sorted_ids.tolist() == [0] + [1] * 15
     assert expert_ids.tolist() == [5] and padded.tolist() == [16]
-
-
-def test_bad_expert_ids_are_refused() -> None:
     with pytest.raises(ValueError, match=r"expert ids must lie in \[0, 4\)"):
         moe_align_block_size(torch.tensor([[4]]), 16, 4)
 
