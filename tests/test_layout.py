@@ -1,5 +1,5 @@
 """The layout is the architecture: imports run one way between packages, no module is in an
-import circle, no function outside the kernels is over 60 lines, and each package says what
+import circle, no function outside the kernels is over 50 lines from `def`, and each package says what
 lives in it."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ NO_TORCH = (
     "api",
     "db",
 )
-MAX_FUNCTION_LINES = 60
+MAX_FUNCTION_LINES = 50
 
 
 def _modules() -> dict[str, Path]:
@@ -182,42 +182,32 @@ def test_the_cycle_check_finds_a_circle() -> None:
     assert sorted(set(_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}))) == ["a", "b", "c"]
 
 
-def _body_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
-    """Lines from a function's first statement after its docstring to its last line: its
-    signature and docstring are declarations, and the formatter lays a long signature out one
-    parameter per line."""
-    body = node.body
-    if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        body = body[1:] or body
-    return node.end_lineno - body[0].lineno + 1
-
-
 def _long_functions(tree: ast.AST) -> dict[str, int]:
-    """name -> body lines (`_body_lines`) of each function over MAX_FUNCTION_LINES in a
-    module's tree."""
+    """name -> lines, counting from `def` to its last line, of each function over
+    MAX_FUNCTION_LINES in a module's tree."""
     return {
         node.name: length
         for node in ast.walk(tree)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        and (length := _body_lines(node)) > MAX_FUNCTION_LINES
+        and (length := node.end_lineno - node.lineno + 1) > MAX_FUNCTION_LINES
     }
 
 
-def test_no_function_over_60_lines_outside_kernels() -> None:
+def test_no_function_over_50_lines_outside_the_kernels() -> None:
     """Files are split by concept, not by a line count; what must stay short is a function.
-    Triton kernels and their launches (tuner.kernels) and migrations are exempt."""
+    The Triton kernels (tuner/kernels/*/kernel.py) and migrations are exempt."""
     long = {
         f"{name}.{function}": lines
         for name, path in MODULES.items()
-        if not _within(name, ("tuner.kernels",))
+        if path.name != "kernel.py"
         for function, lines in _long_functions(ast.parse(path.read_text())).items()
     }
     assert long == {}
 
 
 def test_the_function_length_check_finds_a_long_function() -> None:
-    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES + 1))
-    source = f'def long(\n    a,\n    b,\n):\n    """Doc."""\n{body}\n\ndef short():\n    pass\n'
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES - 3))
+    source = f"def long(\n    a,\n    b,\n):\n{body}\n\ndef short():\n    pass\n"
     assert _long_functions(ast.parse(source)) == {"long": MAX_FUNCTION_LINES + 1}
 
 

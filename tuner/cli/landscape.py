@@ -44,6 +44,24 @@ def _complete(results: list, spaces: list[str], notes: list[str]) -> list:
     return [row for row in results if row[:3] not in partial]
 
 
+def _commonest_kind(
+    rows: Sequence[DeviceTrialRow],
+) -> tuple[tuple, list[DeviceTrialRow], list[str]]:
+    """The (environment_id, block_shape, out_dtype) of the most trials (ties: the newest
+    environment), its trials, and a note when others were left out."""
+    kinds = Counter((row.environment_id, row.block_shape, row.out_dtype) for row in rows)
+    kind = max(kinds, key=lambda k: (kinds[k], k[0], block_sort_key(k[1]), k[2]))
+    kept = [row for row in rows if (row.environment_id, row.block_shape, row.out_dtype) == kind]
+    if len(kinds) == 1:
+        return kind, kept, []
+    note = (
+        f"kept the {kinds[kind]} trials of environment {kind[0]}, block_shape "
+        f"{block_shape_text(kind[1])} {kind[2]}; left out {len(rows) - kinds[kind]} of "
+        "other environments or kinds"
+    )
+    return kind, kept, [note]
+
+
 def build_landscape(
     rows: Sequence[DeviceTrialRow],
     *,
@@ -63,16 +81,7 @@ def build_landscape(
     """
     if not rows:
         raise ValueError(f"no trials of {device_name} in the store")
-    kinds = Counter((row.environment_id, row.block_shape, row.out_dtype) for row in rows)
-    kind = max(kinds, key=lambda k: (kinds[k], k[0], block_sort_key(k[1]), k[2]))
-    notes = []
-    if len(kinds) > 1:
-        notes.append(
-            f"kept the {kinds[kind]} trials of environment {kind[0]}, block_shape "
-            f"{block_shape_text(kind[1])} {kind[2]}; left out {len(rows) - kinds[kind]} of "
-            "other environments or kinds"
-        )
-    kept = [row for row in rows if (row.environment_id, row.block_shape, row.out_dtype) == kind]
+    kind, kept, notes = _commonest_kind(rows)
     latest = {(row.N, row.K, row.M, tuple(row.config.values())): row for row in kept}
     results = [
         (
