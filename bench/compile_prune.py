@@ -23,9 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
+from tuner.kernels.gpus import MAX_SHARED_BYTES  # noqa: E402
 from tuner.kernels.shape import Shape  # noqa: E402
 from tuner.measure.compile import (  # noqa: E402
-    MAX_SHARED_BYTES,
     CompileCache,
     compile_infos,
     launch_problem,

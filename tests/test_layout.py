@@ -1,6 +1,6 @@
 """The layout is the architecture: imports run one way between packages, no module is in an
-import circle, no function outside the kernels is over 50 lines from `def`, and each package says what
-lives in it."""
+import circle, no function outside the kernels is over 50 lines from `def`, and each package
+says what lives in it."""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from tuner.core import OUT_DTYPES, TrialStatus
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.gpus import MAX_SHARED_BYTES
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import Shape, as_block_shape
 from tuner.measure.trial import TrialResult
@@ -33,12 +34,10 @@ from tuner.measure.trial import TrialResult
 # torch and triton are imported only inside the compile pool's processes, after TRITON_INTERPRET
 # is cleared there: a process in which Triton's interpreter ran cannot generate code any more.
 
-# Most shared memory one thread block may use (opt-in) per compute capability, and most 32-bit
-# registers per block: CUDA C++ Programming Guide, "Technical Specifications per Compute
-# Capability" (CUDA 12.x). Triton refuses a launch whose `metadata.shared` exceeds the opt-in
-# maximum (`OutOfResources`, CompiledKernel._init_handles in triton/compiler/compiler.py).
-_SHARED_KIB = {80: 163, 86: 99, 87: 163, 89: 99, 90: 227, 100: 227, 120: 99}
-MAX_SHARED_BYTES: dict[int, int] = {arch: kib * 1024 for arch, kib in _SHARED_KIB.items()}
+# Most 32-bit registers per block: CUDA C++ Programming Guide, "Technical Specifications per
+# Compute Capability" (CUDA 12.x). Triton refuses a launch whose `metadata.shared` exceeds the
+# architecture's opt-in maximum (`MAX_SHARED_BYTES`; `OutOfResources`,
+# CompiledKernel._init_handles in triton/compiler/compiler.py).
 MAX_REGISTERS_PER_BLOCK = 64 * 1024
 # Registers are allocated per warp in units of 256 (CUDA occupancy calculator, from 5.0 on).
 REGISTER_UNIT = 256

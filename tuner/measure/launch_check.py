@@ -13,12 +13,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.gpus import KNOWN_GPUS, gpu_model
+from tuner.kernels.gpus import KNOWN_GPUS, MAX_SHARED_BYTES, gpu_model
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import Shape, as_block_shape
 from tuner.kernels.vllm_table import capability_number
 from tuner.measure.compile import (
-    MAX_SHARED_BYTES,
     CompileCache,
     CompileInfo,
     compile_infos,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.gpus import MAX_SHARED_BYTES
 from tuner.measure.compile import (
-    MAX_SHARED_BYTES,
     Precompiler,
     compile_pool,
     launch_problem,
@@ -92,7 +92,7 @@ class WorkerCompiler:
     @classmethod
     def for_this_gpu(cls, workers: int) -> WorkerCompiler | None:
         """The compiler for the visible GPU, or None (with a line saying so) when its
-        architecture has no known resource limits (`tuner.measure.compile.MAX_SHARED_BYTES`):
+        architecture has no known resource limits (`tuner.kernels.gpus.MAX_SHARED_BYTES`):
         pruning would then fail every task, so Triton compiles at first launch instead."""
         import torch
 

@@ -14,7 +14,7 @@ from tuner.inputs.backends import (
 )
 from tuner.inputs.logs import scan_lines
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.gpus import KNOWN_GPUS
+from tuner.kernels.gpus import KNOWN_GPUS, MAX_SHARED_BYTES
 from tuner.kernels.vllm_table import (
     FP8_BLOCK_KERNELS,
     arch_of,
@@ -22,7 +22,7 @@ from tuner.kernels.vllm_table import (
     deepgemm_refusal,
     table_dense_kernel,
 )
-from tuner.measure.compile import MAX_SHARED_BYTES, CompileInfo, launch_problem
+from tuner.measure.compile import CompileInfo, launch_problem
 from tuner.measure.launch_check import device_arch
 
 PREFIX = "(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:30 [__init__.py:640] "
@@ -127,6 +127,6 @@ def test_a_new_architecture_is_a_row_of_known_gpus_and_one_of_shared_memory(monk
     )
     config = KernelConfig(64, 128, 128, 32, 4, 3)
     over = CompileInfo(103, config, "spec", "bfloat16", 232449, 128, 0, 1.0)
-    assert launch_problem(over).reason == (
+    assert launch_problem(over).error == (
         "pruned before launch: shared memory 232449 bytes > 232448 bytes per block on sm103"
     )

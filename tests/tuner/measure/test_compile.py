@@ -5,10 +5,10 @@ import pytest
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, specialization_key, vllm_space
+from tuner.kernels.gpus import MAX_SHARED_BYTES
 from tuner.kernels.shape import Shape
 from tuner.measure import launch_check
 from tuner.measure.compile import (
-    MAX_SHARED_BYTES,
     CompileCache,
     CompileInfo,
     Precompiler,
