@@ -172,9 +172,6 @@ def test_an_older_store_upgrades_with_its_rows_and_never_downgrades_losing_some(
     _execute(engine, *AT_0001)
     upgrade(engine, "0003")  # in-flight columns, imports
     _execute(engine, AT_0003)
-    with pytest.raises(SchemaError, match=rf"revision 0003, this tuner expects {NEWEST}: run "):
-        open_store(url)
-    assert _version(url) == ["0003"]  # refusing changed nothing
     upgrade(engine)  # decisions, families, comparisons, launch check, releases, kernel source
     with engine.connect() as connection:
         assert list(connection.execute(text(TRIALS))) == [(7, 1, 64, "ok", 12.5)]
