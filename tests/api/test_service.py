@@ -123,15 +123,14 @@ def test_the_service_imports_no_torch_or_triton() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_metrics_count_every_download_by_status(store_url: str) -> None:
-    with TestClient(create_app(Settings(db_url=store_url))) as client:  # counters of its own
-        etag = client.get(f"/devices/L20/configs/{FILE_A}").headers["etag"]
-        client.get(f"/devices/L20/configs/{FILE_A}", headers={"If-None-Match": etag})
-        client.get("/devices/H100/configs.zip")
-        client.get("/devices/L20/configs.zip", params={"release": 0})
-        client.get("/devices/L20/preview/configs.zip")
-        client.get("/devices/L20")
-        response = client.get("/metrics")
+def test_metrics_count_every_download_by_status(client: TestClient) -> None:
+    etag = client.get(f"/devices/L20/configs/{FILE_A}").headers["etag"]  # a new app: counters at 0
+    client.get(f"/devices/L20/configs/{FILE_A}", headers={"If-None-Match": etag})
+    client.get("/devices/H100/configs.zip")
+    client.get("/devices/L20/configs.zip", params={"release": 0})
+    client.get("/devices/L20/preview/configs.zip")
+    client.get("/devices/L20")
+    response = client.get("/metrics")
     assert response.headers["content-type"].startswith("text/plain")
     lines = set(response.text.splitlines())
     assert {
