@@ -20,12 +20,12 @@ from tests.db.conftest import (
     C1,
     C2,
     C3,
+    SPEC,
     claim_all,
     decide,
     decision,
     environment,
     retime,
-    spec,
     sweep,
     trials,
 )
@@ -34,7 +34,9 @@ from tuner.core import CONFIG_KEYS
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 T_OLD = datetime(2020, 1, 1, 12, 0, tzinfo=UTC)  # before the trials' own timestamps
-BIG = spec(model="Qwen3.8-27B-FP8", tp=2, strategy="optuna", budget=40, m_values=(16, 1, 4096))
+BIG = replace(
+    SPEC, model="Qwen3.8-27B-FP8", tp=2, strategy="optuna", budget=40, m_values=(16, 1, 4096)
+)
 BIG = replace(BIG, shapes=((5120, 3072), (17408, 5120)))
 FLYING = {"in_flight_config": C1, "in_flight_since": T0}
 FLIGHT = select(Task.in_flight_config, Task.in_flight_since)
@@ -126,7 +128,7 @@ def test_another_family_or_none_block_shape_is_a_sweep_of_its_own(engine: Engine
     assert moe_task is not None and moe_task.shape_params == "E=8,top_k=2"
 
 
-EXTENDED = spec(strategy="local", shapes=((256, 384),))
+EXTENDED = replace(SPEC, strategy="local", shapes=((256, 384),))
 
 
 def _open(engine: Engine, budget: int, **changes: Any) -> repo.OpenedSweep:
