@@ -109,7 +109,6 @@ def test_a_new_device_is_named_as_the_cli_names_it(client: TestClient, spelled: 
         ({"tp": 3}, "model 'tiny' has no shapes for TP 3; listed: 1"),
         ({"strategy": "random"}, "unknown strategy 'random'; known: grid, optuna"),
         ({"device_name": "H2OO"}, "device_name 'H2OO' is not a GPU model name such as L20, H200"),
-        ({"device_name": "bad name!"}, "device_name 'bad name!' is not a GPU model name"),
         ({"m_values": []}, ["body", "m_values"]),
         ({"m_values": [0]}, ["body", "m_values", 0]),
         ({"device_name": 'quote"d'}, ["body", "device_name"]),
