@@ -14,7 +14,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 _BIN_ROOT = Path("/usr/lib/postgresql")
@@ -35,18 +34,14 @@ def _free_port() -> int:
 
 
 class PrivatePostgres:
-    """One server on 127.0.0.1 at a free port, data in a temporary folder, trust auth.
+    """One server on 127.0.0.1 at a free port, data in a new temporary folder, trust auth."""
 
-    Args:
-        folder: where the data folder goes; None for a new temporary folder.
-    """
-
-    def __init__(self, folder: Path | None = None) -> None:
+    def __init__(self) -> None:
         bin_dir = _bin_dir()
         if bin_dir is None:
             raise RuntimeError("no PostgreSQL binaries (pg_ctl, initdb)")
         self.bin_dir = bin_dir
-        self.folder = Path(folder or tempfile.mkdtemp(prefix="tuner-pg-"))
+        self.folder = Path(tempfile.mkdtemp(prefix="tuner-pg-"))
         self.data = self.folder / "data"
         self.port = _free_port()
         self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
@@ -54,15 +49,9 @@ class PrivatePostgres:
     @staticmethod
     def available() -> bool:
         """Whether initdb/pg_ctl exist and (as root) a `postgres` user to run them."""
-        if _bin_dir() is None:
-            return False
-        if os.geteuid() != 0:
-            return True
-        try:
-            pwd.getpwnam("postgres")
-        except KeyError:
-            return False
-        return True
+        return _bin_dir() is not None and (
+            os.geteuid() != 0 or "postgres" in {user.pw_name for user in pwd.getpwall()}
+        )
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         command = [str(self.bin_dir / args[0]), *args[1:]]
@@ -74,7 +63,6 @@ class PrivatePostgres:
 
     def init(self) -> PrivatePostgres:
         """initdb and start; returns self."""
-        self.folder.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
             shutil.chown(self.folder, "postgres")
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8")
@@ -112,14 +100,3 @@ class PrivatePostgres:
         """Stop the server and remove its folder."""
         self.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
-
-    def wait_ready(self, timeout_s: float = 30.0) -> None:
-        """Wait until the port accepts TCP connections."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise TimeoutError(f"PostgreSQL on port {self.port} not ready")

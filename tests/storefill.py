@@ -13,6 +13,7 @@ from db import repo
 from db.connection import connect, open_store, session_scope
 from tuner.core import CONFIG_KEYS
 from tuner.files.provenance import current_kernel_hash
+from tuner.files.release import publish as publish_files
 from tuner.kernels.dense.family import DENSE
 from tuner.kernels.dense.space import default_config
 from tuner.kernels.source import kernel_label
@@ -120,8 +121,6 @@ def row_counts(url: str) -> dict[str, int]:
 
 def publish(url: str, device_name: str = "NVIDIA_L20", **scope) -> int:
     """Publish a device's files as `tuner publish` does; return the release number."""
-    from tuner.files.release import publish as publish_files
-
     engine = open_store(url)
     try:
         with session_scope(engine) as session:

@@ -17,6 +17,7 @@ from api.app import create_app
 from api.settings import Settings
 from db import repo
 from db.connection import open_store, session_scope
+from tests.db.conftest import claim_all, decide, decision, retime, trials
 from tests.storefill import DEFAULT, FAST, SLOW, SPEC, TRITON, publish
 from tuner.files.provenance import current_kernel_hash
 from tuner.kernels.dense.family import config_file_name
@@ -63,22 +64,14 @@ PLAN = {
 }
 
 
-def _retime(config: dict, latency_us: float, is_default: bool = False) -> dict:
-    times = {"latency_us": latency_us, "p20_us": latency_us - 0.4, "p80_us": latency_us + 0.4}
-    return {"config": config, "is_default": is_default, "rounds": 7, **times}
-
-
 VERDICTS = ["decode (M <= 32): triton-tuned is fastest over 1 point(s)", "prefill: no point"]
 POINTS = [
     repo.PointRow(*SHAPE_A, 1, "triton-tuned", "ok", 5.0, 4.5, 5.5, "16x64 g1"),
     repo.PointRow(*SHAPE_A, 1, "triton-default", "ok", 10.0, 9.0, 11.0, "default"),
     repo.PointRow(*SHAPE_A, 1, "vllm-marlin", "unavailable", None, None, None, "not wired"),
 ]
-DECISION = {
-    "retimes": [_retime(MID, 14.4), _retime(FAST, 14.6), _retime(DEFAULT, 19.0, True)],
-    "decision": {"config": MID, "latency_us": 14.4, "default_latency_us": 19.0},
-}
-DECISION["decision"] |= {"runner_up": FAST, "spread_us": 0.8, "kept": "simpler", "note": KEPT_NOTE}
+RETIMES = [retime(MID, 14.4), retime(FAST, 14.6), retime(DEFAULT, 19.0, is_default=True)]
+DECIDED = decision(MID, 14.4, 19.0, runner_up=FAST, spread_us=0.8, kept="simpler", note=KEPT_NOTE)
 ENV = {"compute_capability": "8.9", "driver": "580", "cuda": "12.9", "torch": "2.11.0"}
 ENV |= {"tuner": "0.1.0"}
 
@@ -88,17 +81,6 @@ def _environment(session, device: str, kernel_hash: str, triton: str, **more: st
     return repo.get_or_create_environment(
         session, **name, **ENV, triton=triton, kernel_hash=kernel_hash, **more
     )
-
-
-def _sweep(session, device: str) -> tuple[int, dict[str, int]]:
-    planned = [key[1:] for key in PLAN if key[0] == device]
-    grid = {"m_values": sorted({m for _, _, m in planned})}
-    spec = replace(SPEC, device_name=device, shapes=sorted({(n, k) for n, k, _ in planned}))
-    sweep, _ = repo.create_sweep(session, replace(spec, **grid))
-    environments = {
-        name: _environment(session, device, *versions) for name, versions in ENVIRONMENTS.items()
-    }
-    return sweep.sweep_id, environments
 
 
 def _comparison(session) -> None:
@@ -115,26 +97,20 @@ def fill(url: str) -> None:
     engine = open_store(url)
     with session_scope(engine) as session:
         for device in (DEVICE, "NVIDIA_H200"):
-            sweep_id, env = _sweep(session, device)
+            planned = [key[1:] for key in PLAN if key[0] == device]
+            spec = replace(SPEC, device_name=device, shapes=sorted({(n, k) for n, k, _ in planned}))
+            spec = replace(spec, m_values=sorted({m for _, _, m in planned}))
+            sweep_id = repo.create_sweep(session, spec)[0].sweep_id
+            env = {name: _environment(session, device, *v) for name, v in ENVIRONMENTS.items()}
             if device == DEVICE:
                 _comparison(session)
-            while task := repo.claim_task(session, sweep_id=sweep_id, worker_id="w", lease_s=60):
-                key = (device, task.N, task.K, task.M)
-                for name, config, is_default, status, us in PLAN[key]:
-                    trial = {"config": config, "is_default": is_default, "status": status}
-                    repo.record_trial(
-                        session,
-                        task_id=task.task_id,
-                        environment_id=env[name],
-                        **trial,
-                        latency_us=us,
-                    )
-                if key == (DEVICE, *SHAPE_A, 32):
-                    held = {"task_id": task.task_id, "worker_id": "w"}
-                    assert repo.record_decision(
-                        session, **held, environment_id=env["cur"], **DECISION
-                    )
-                repo.finish_task(session, task_id=task.task_id, worker_id="w")
+            tasks = claim_all(session, sweep_id).items()
+            for (n, k, m), task_id in [(key, t) for key, t in tasks if isinstance(key, tuple)]:
+                for name, config, is_default, status, us in PLAN[(device, n, k, m)]:
+                    trials(session, task_id, env[name], [(config, is_default, us, status)])
+                if (device, n, k, m) == (DEVICE, *SHAPE_A, 32):
+                    assert decide(session, task_id, env["cur"], RETIMES, DECIDED)
+                repo.finish_task(session, task_id=task_id, worker_id="w")
     engine.dispose()
     publish(url, DEVICE)
 

@@ -205,6 +205,7 @@ NO_1024 = config_file_name(1024, 1024, DEVICE)
         (f"/devices/NVIDIA_H100/configs/{H100_FILE}", 404, UNKNOWN_H100),
         ("/devices/NVIDIA_H100/preview/configs", 404, UNKNOWN_H100),
         ("/devices/NVIDIA_H100/releases", 404, UNKNOWN_H100),
+        ("/devices/NVIDIA_H100/imports", 404, UNKNOWN_H100),
         (
             "/devices/H200/configs",
             404,

@@ -97,10 +97,6 @@ def test_every_route_is_described_typed_and_answers_a_model(tmp_path: Path) -> N
         import_module(f"api.routes.{m.name}") for m in pkgutil.iter_modules(api.routes.__path__)
     ]
     routes = [r for m in modules for r in m.router.routes if isinstance(r, APIRoute)]
-    routes = [r for r in routes if r.include_in_schema]
-    assert {(r.path, m.lower()) for r in routes for m in r.methods} == {
-        (path, method) for path, ops in paths.items() for method in ops
-    }
     assert sorted(f"{m} {p}" for p, ops in paths.items() for m in ops) == ROUTES  # and GET /
     for route in routes:  # JSON has a model; files, text, HTML and metrics are Responses
         assert (
@@ -126,15 +122,14 @@ def test_the_service_imports_no_torch_or_triton() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_metrics_count_every_download_by_status(store_url: str) -> None:
-    with TestClient(create_app(Settings(db_url=store_url))) as client:  # counters of its own
-        etag = client.get(f"/devices/L20/configs/{FILE_A}").headers["etag"]
-        client.get(f"/devices/L20/configs/{FILE_A}", headers={"If-None-Match": etag})
-        client.get("/devices/H100/configs.zip")
-        client.get("/devices/L20/configs.zip", params={"release": 0})
-        client.get("/devices/L20/preview/configs.zip")
-        client.get("/devices/L20")
-        response = client.get("/metrics")
+def test_metrics_count_every_download_by_status(client: TestClient) -> None:
+    etag = client.get(f"/devices/L20/configs/{FILE_A}").headers["etag"]  # a new app: counters at 0
+    client.get(f"/devices/L20/configs/{FILE_A}", headers={"If-None-Match": etag})
+    client.get("/devices/H100/configs.zip")
+    client.get("/devices/L20/configs.zip", params={"release": 0})
+    client.get("/devices/L20/preview/configs.zip")
+    client.get("/devices/L20")
+    response = client.get("/metrics")
     assert response.headers["content-type"].startswith("text/plain")
     lines = set(response.text.splitlines())
     assert {

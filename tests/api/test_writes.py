@@ -4,9 +4,9 @@ a body over the limit (refused before it is read, over real HTTP to uvicorn on l
 
 from __future__ import annotations
 
+import http.client
 import io
 import json
-import socket
 import threading
 import time
 import zipfile
@@ -109,7 +109,6 @@ def test_a_new_device_is_named_as_the_cli_names_it(client: TestClient, spelled: 
         ({"tp": 3}, "model 'tiny' has no shapes for TP 3; listed: 1"),
         ({"strategy": "random"}, "unknown strategy 'random'; known: grid, optuna"),
         ({"device_name": "H2OO"}, "device_name 'H2OO' is not a GPU model name such as L20, H200"),
-        ({"device_name": "bad name!"}, "device_name 'bad name!' is not a GPU model name"),
         ({"m_values": []}, ["body", "m_values"]),
         ({"m_values": [0]}, ["body", "m_values", 0]),
         ({"device_name": 'quote"d'}, ["body", "device_name"]),
@@ -178,8 +177,6 @@ def test_an_import_for_the_files_own_new_device(client: TestClient) -> None:
         "/devices/L20/imports", json={"file_name": name, "content": SHIPPED}, headers=AUTH
     )
     assert moved.json()["note"] == "stored for NVIDIA_L20; the file is named for NVIDIA_H200"
-    nope = client.get("/devices/nope/imports").json()["detail"]
-    assert nope.startswith("no device in the store matches 'nope'; known: NVIDIA_H200, NVIDIA_L20;")
 
 
 @pytest.mark.parametrize(
@@ -263,45 +260,32 @@ def port(store: str) -> Iterator[int]:
     thread.join(timeout=30)
 
 
-def exchange(port: int, head: list[str], body: bytes = b"") -> tuple[int, dict]:
-    """Send a request's head (and `body`, maybe less than it announces) and read one answer."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(("\r\n".join([*head, "Host: 127.0.0.1", "", ""])).encode() + body)
-        reply = b""
-        while b"\r\n\r\n" not in reply:
-            reply += sock.recv(65536)
-        top, _, rest = reply.partition(b"\r\n\r\n")
-        lines = top.decode("latin-1").split("\r\n")
-        length = next(
-            int(x.split(":")[1]) for x in lines if x.lower().startswith("content-length:")
-        )
-        while len(rest) < length:
-            rest += sock.recv(65536)
-    return int(lines[0].split()[1]), json.loads(rest)
+def exchange(port: int, path: str, headers: dict, body: bytes = b"") -> tuple[int, dict]:
+    """POST a request's head (and `body`, maybe less than it announces); one JSON answer."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.putrequest("POST", path)
+    for name, value in {"Content-Type": "application/json", **headers}.items():
+        connection.putheader(name, value)
+    connection.endheaders(body)
+    response = connection.getresponse()
+    return response.status, json.loads(response.read())
 
 
 def test_refusals_come_before_the_body_is_read(port: int, store: str) -> None:
     before = row_counts(store)
-    post, typed = "POST /devices/NVIDIA_L20/imports HTTP/1.1", "Content-Type: application/json"
+    imports = "/devices/NVIDIA_L20/imports"
     # 100 MB announced, none sent: an answer proves nothing was read.
-    assert exchange(port, [post, "Content-Length: 100000000", typed]) == (
-        401,
-        {"detail": NEEDS_TOKEN},
-    )
-    over = [post, f"Content-Length: {LIMIT + 1}", typed, AUTH_LINE]
-    assert exchange(port, over) == (413, {"detail": TOO_LARGE})
+    refused = (401, {"detail": NEEDS_TOKEN})
+    assert exchange(port, imports, {"Content-Length": "100000000"}) == refused
+    over = {"Content-Length": str(LIMIT + 1), **AUTH}
+    assert exchange(port, imports, over) == (413, {"detail": TOO_LARGE})
     # Five 16 KiB chunks (80 KiB > 64 KiB), no final chunk: answered while the body is unfinished.
     chunk = b"a" * 16384
     chunked = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(5))
-    assert exchange(port, [post, "Transfer-Encoding: chunked", typed, AUTH_LINE], chunked) == (
-        413,
-        {"detail": TOO_LARGE},
-    )
+    streamed = {"Transfer-Encoding": "chunked", **AUTH}
+    assert exchange(port, imports, streamed, chunked) == (413, {"detail": TOO_LARGE})
     assert row_counts(store) == before
     payload = json.dumps({"device_name": "L20", "model": "tiny", "m_values": [1, 16]}).encode()
-    head = ["POST /sweeps HTTP/1.1", f"Content-Length: {len(payload)}", typed, AUTH_LINE]
-    status, body = exchange(port, head, payload)
+    sent = {"Content-Length": str(len(payload)), **AUTH}
+    status, body = exchange(port, "/sweeps", sent, payload)
     assert status == 201 and body["m_values"] == [1, 16]
-
-
-AUTH_LINE = f"Authorization: Bearer {TOKEN}"

@@ -57,14 +57,9 @@ def environment(session: Session, **changes: str) -> int:
     return repo.get_or_create_environment(session, **{**ENV, **changes})
 
 
-def spec(**changes: Any) -> repo.SweepSpec:
-    """SPEC with `changes`."""
-    return dataclasses.replace(SPEC, **changes)
-
-
 def sweep(session: Session, **changes: Any) -> int:
     """The sweep SPEC with `changes`: its id."""
-    return repo.create_sweep(session, spec(**changes))[0].sweep_id
+    return repo.create_sweep(session, dataclasses.replace(SPEC, **changes))[0].sweep_id
 
 
 def claim_all(session: Session, sweep_id: int | None, worker_id: str = "w") -> dict[Any, int]:
