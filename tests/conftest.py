@@ -9,6 +9,10 @@ from sqlalchemy import create_engine, make_url, text
 # Must happen before tuner.kernels.dense.kernel is imported: triton.jit reads it when it decorates
 # the kernel.
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# pytest-xdist's workers start with COLUMNS=80 and LINES=24 set; a rich Console made while they
+# are set keeps that width for good, so tables would wrap where a serial run's do not.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 
 @pytest.fixture(autouse=True)
