@@ -112,14 +112,14 @@ def dense_interpreter(path: Path) -> dict:
     import torch
 
     from tuner.kernels.dense.space import default_config
-    from tuner.kernels.dense.workload import DenseWorkload, VllmDenseWorkload
+    from tuner.kernels.dense.workload import DenseWorkload
     from tuner.kernels.shape import Shape
 
     theirs = load_dense_kernel(path)
     cases = same = 0
     for M, n, k in ((1, 256, 256), (33, 384, 512), (64, 256, 384)):
         ours = DenseWorkload.make(Shape(n, k, (128, 128)), M, seed=M, device="cpu")
-        vllm = VllmDenseWorkload(ours.inputs, ours.block_shape, theirs)
+        vllm = DenseWorkload(ours.inputs, ours.block_shape, theirs)
         outs = [
             w.launch(default_config(), w.weights(), out=None, out_dtype=torch.bfloat16)
             for w in (ours, vllm)

@@ -240,20 +240,18 @@ def kernel_label(source: str) -> str:
 @dataclass(frozen=True)
 class VllmKernel:
     """Where vLLM keeps a family's Triton kernel, and the family's workload that launches it
-    as vLLM's host function does.
+    as vLLM's host function (named where the family makes it) does.
 
     Attributes:
         module: dotted module of the kernel in vLLM, e.g.
             "vllm.model_executor.layers.quantization.utils.fp8_utils".
         function: the @triton.jit kernel's name there (its text is hashed).
-        launcher: vLLM's host function whose argument list the workload passes.
         workload: (shape, M, *, seed, device) -> a `tuner.kernels.family.Workload` whose
             launch runs vLLM's kernel (imports vLLM).
     """
 
     module: str
     function: str
-    launcher: str
     workload: Callable[..., Any]
 
     def kernel(self) -> Any:

@@ -260,12 +260,11 @@ def _parse_shapes(rows: object, where: str, block_shape: tuple[int, int]) -> tup
 
 
 # vLLM 0.33.0 keeps the kernel in fp8_utils.py and launches it from w8a8_triton_block_scaled_mm
-# (`tuner.kernels.dense.workload.VllmDenseWorkload` follows that launch).
+# (`tuner.kernels.dense.workload.vllm_workload` follows that launch).
 VLLM_DENSE = VllmKernel(
     module="vllm.model_executor.layers.quantization.utils.fp8_utils",
     function="_w8a8_triton_block_scaled_mm",
-    launcher="w8a8_triton_block_scaled_mm",
-    workload=lazy("tuner.kernels.dense.workload:VllmDenseWorkload.make"),
+    workload=lazy("tuner.kernels.dense.workload:vllm_workload"),
 )
 
 DENSE = KernelFamily(

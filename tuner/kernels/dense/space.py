@@ -3,6 +3,7 @@ default config, and which launches compile to one binary. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import product
 
 from tuner.kernels.config import KernelConfig
@@ -44,34 +45,32 @@ def vllm_space() -> list[KernelConfig]:
     return grid(VLLM_AXES)
 
 
-def check_powers_of_two(config: KernelConfig, block_shape: tuple[int, int]) -> str | None:
-    """Block sizes must be powers of two (tl.arange) and at least 16 (tl.dot's minimum)."""
+def why_invalid(
+    config: KernelConfig,
+    block_shape: tuple[int, int],
+    block_k: Callable[[KernelConfig, tuple[int, int]], int] | None = None,
+) -> str | None:
+    """The first constraint a config breaks with this block_shape, or None: block sizes are
+    powers of two (tl.arange) of at least 16 (tl.dot's minimum); the BLOCK_SIZE_K a launch uses
+    divides group_k (the kernel loads one scale pair per K-tile); num_warps is a power of two up
+    to 32 (a CUDA block holds at most 1024 threads). Shared memory is the compiler's to decide,
+    per architecture.
+
+    Args:
+        block_k: (config, block_shape) -> the BLOCK_SIZE_K a launch uses where the family's
+            launch changes it (the fused MoE's `effective_block_k`); None: the config's.
+    """
     for key in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K"):
         size = getattr(config, key)
         if size < 16 or size & (size - 1):
             return f"{key}={size} is not a power of two >= 16"
-    return None
-
-
-def check_num_warps(config: KernelConfig, block_shape: tuple[int, int]) -> str | None:
-    """num_warps must be a power of two up to 32 (a CUDA block holds at most 1024 threads)."""
+    launched = config.BLOCK_SIZE_K if block_k is None else block_k(config, block_shape)
+    if block_shape[1] % launched:
+        how = "" if block_k is None else " (as launched)"
+        return f"BLOCK_SIZE_K={launched}{how} does not divide group_k={block_shape[1]}"
     if config.num_warps > 32 or config.num_warps & (config.num_warps - 1):
         return f"num_warps={config.num_warps} is not a power of two <= 32"
     return None
-
-
-def check_block_k(config: KernelConfig, block_shape: tuple[int, int]) -> str | None:
-    """BLOCK_SIZE_K must divide group_k: the kernel loads one scale pair per K-tile."""
-    if block_shape[1] % config.BLOCK_SIZE_K:
-        return f"BLOCK_SIZE_K={config.BLOCK_SIZE_K} does not divide group_k={block_shape[1]}"
-    return None
-
-
-def why_invalid(config: KernelConfig, block_shape: tuple[int, int]) -> str | None:
-    """The first constraint a config breaks with this block_shape, or None. Shared memory is the
-    compiler's to decide, per architecture."""
-    checks = (check_powers_of_two, check_block_k, check_num_warps)
-    return next(filter(None, (check(config, block_shape) for check in checks)), None)
 
 
 def int_class(value: int) -> str:

@@ -4,6 +4,7 @@ the installed vLLM's, and the kernel compiled for a GPU target as a launch speci
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -154,23 +155,18 @@ class DenseWorkload:
         )
 
 
-@dataclass(frozen=True)
-class VllmDenseWorkload(DenseWorkload):
-    """A dense problem whose launch runs the installed vLLM's `_w8a8_triton_block_scaled_mm`
-    with the arguments vLLM 0.33.0's `w8a8_triton_block_scaled_mm` passes it, which are the
-    builtin wrapper's (fp8_utils.py: a grid of cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N)
-    programs, A, B read transposed, C, As, Bs read transposed, then the six keys)."""
+def vllm_workload(shape: Shape, M: int, *, seed: int, device: str) -> DenseWorkload:
+    """The builtin workload's inputs (same seed, same data) launched with the installed vLLM's
+    `_w8a8_triton_block_scaled_mm` (`tuner.kernels.dense.family.VLLM_DENSE`), with the
+    arguments vLLM 0.33.0's `w8a8_triton_block_scaled_mm` passes it, which are the builtin
+    wrapper's (fp8_utils.py: a grid of cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N) programs,
+    A, B read transposed, C, As, Bs read transposed, then the six keys).
 
-    @classmethod
-    def make(cls, shape: Shape, M: int, *, seed: int, device: str) -> VllmDenseWorkload:
-        """The builtin workload's inputs (same seed, same data) with vLLM's kernel
-        (`tuner.kernels.dense.family.VLLM_DENSE`).
-
-        Raises:
-            ImportError, AttributeError: vLLM or its kernel cannot be imported.
-        """
-        base = DenseWorkload.make(shape, M, seed=seed, device=device)
-        return cls(base.inputs, base.block_shape, VLLM_DENSE.kernel())
+    Raises:
+        ImportError, AttributeError: vLLM or its kernel cannot be imported.
+    """
+    base = DenseWorkload.make(shape, M, seed=seed, device=device)
+    return dataclasses.replace(base, kernel=VLLM_DENSE.kernel())
 
 
 def captured_launch(

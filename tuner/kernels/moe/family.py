@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tuner.core import is_device_name
+from tuner.kernels.dense.space import DEFAULT_BLOCK_SHAPE
 from tuner.kernels.engines import EngineFolder
 from tuner.kernels.family import (
     EXPERTS,
@@ -26,7 +27,6 @@ from tuner.kernels.family import (
     parse_block_fp8_name,
 )
 from tuner.kernels.moe.space import (
-    DEFAULT_BLOCK_SHAPE,
     default_config,
     specialization_key,
     vllm_space,
@@ -247,8 +247,7 @@ MOE_TRITON_ARCHS = ("sm90",)
 VLLM_MOE = VllmKernel(
     module="vllm.model_executor.layers.fused_moe.fused_moe",
     function="fused_moe_kernel",
-    launcher="dispatch_fused_moe_kernel",
-    workload=lazy("tuner.kernels.moe.workload:VllmMoeWorkload.make"),
+    workload=lazy("tuner.kernels.moe.workload:vllm_workload"),
 )
 
 MOE = KernelFamily(

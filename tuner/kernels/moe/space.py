@@ -4,10 +4,11 @@ assignment, SWAP_AB, EM, the BLOCK_SIZE_K cap) and which launches compile to one
 
 from __future__ import annotations
 
-from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.space import check_num_warps, check_powers_of_two, grid, int_class
+from functools import partial
 
-DEFAULT_BLOCK_SHAPE: tuple[int, int] = (128, 128)
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.space import DEFAULT_BLOCK_SHAPE, grid, int_class
+from tuner.kernels.dense.space import why_invalid as dense_why_invalid
 
 
 def default_config(M: int, block_shape: tuple[int, int] = DEFAULT_BLOCK_SHAPE) -> KernelConfig:
@@ -68,19 +69,8 @@ def effective_block_k(config: KernelConfig, block_shape: tuple[int, int]) -> int
     return min(config.BLOCK_SIZE_K, min(block_shape))
 
 
-def check_block_k(config: KernelConfig, block_shape: tuple[int, int]) -> str | None:
-    """The launched BLOCK_SIZE_K must divide group_k: one scale pair per K-tile."""
-    block_k = effective_block_k(config, block_shape)
-    if block_shape[1] % block_k:
-        return f"BLOCK_SIZE_K={block_k} (as launched) does not divide group_k={block_shape[1]}"
-    return None
-
-
-def why_invalid(config: KernelConfig, block_shape: tuple[int, int]) -> str | None:
-    """The first constraint a config breaks with this block_shape, or None; shared memory is the
-    compiler's to decide."""
-    checks = (check_powers_of_two, check_block_k, check_num_warps)
-    return next(filter(None, (check(config, block_shape) for check in checks)), None)
+# The dense GEMM's constraints, with the BLOCK_SIZE_K a launch uses (`effective_block_k`).
+why_invalid = partial(dense_why_invalid, block_k=effective_block_k)
 
 
 def max_padded_slots(numel: int, num_experts: int, block_size: int) -> int:

@@ -5,6 +5,7 @@ vLLM's, and the kernel compiled for a GPU target (as a launch specializes it, or
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 from collections.abc import Callable, Mapping
@@ -401,19 +402,13 @@ class MoeWorkload:
         return torch.sum(down, dim=1, out=out)
 
 
-@dataclass
-class VllmMoeWorkload(MoeWorkload):
-    """An MoE problem whose expert GEMMs run the installed vLLM's kernel (`vllm_moe_gemm`)."""
-
-    @classmethod
-    def make(cls, shape: Shape, M: int, *, seed: int, device: str) -> VllmMoeWorkload:
-        """The builtin workload's problem (same seed, same data); vLLM's fused_moe module
-        (`tuner.kernels.moe.family.VLLM_MOE`'s) is imported here, so a missing vLLM fails at
-        once."""
-        importlib.import_module(VLLM_MOE.module)
-        base = MoeWorkload.make(shape, M, seed=seed, device=device)
-        gemm = partial(vllm_moe_gemm, module=VLLM_MOE.module)
-        return cls(base.inputs, base.block_shape, base.num_experts, gemm=gemm)
+def vllm_workload(shape: Shape, M: int, *, seed: int, device: str) -> MoeWorkload:
+    """The builtin workload's problem (same seed, same data) whose expert GEMMs run the installed
+    vLLM's kernel (`vllm_moe_gemm`); vLLM's fused_moe module
+    (`tuner.kernels.moe.family.VLLM_MOE`'s) is imported here, so a missing vLLM fails at once."""
+    importlib.import_module(VLLM_MOE.module)
+    base = MoeWorkload.make(shape, M, seed=seed, device=device)
+    return dataclasses.replace(base, gemm=partial(vllm_moe_gemm, module=VLLM_MOE.module))
 
 
 def meta_gemms(
