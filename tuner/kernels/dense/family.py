@@ -78,17 +78,19 @@ def config_file_name(
     device_name: str,
     block_shape: tuple[int, int] = DEFAULT_BLOCK_SHAPE,
     dtype: str = FP8_DTYPE,
+    engine: str = "vllm",
 ) -> str:
     """The name vLLM 0.33.0 looks up for weight B [N, K] on a device (`get_w8a8_block_configs`,
     fp8_utils.py): `N={N},K={K},device_name={device_name},dtype={dtype},block_shape=[{bn},{bk}]`
-    and `.json`.
+    and `.json`; SGLang's (`engine` "sglang") has `block_shape=[{bn}, {bk}]`.
 
     Raises:
-        ValueError: a part that would make a name vLLM never reads or we cannot parse back.
+        ValueError: a part that would make a name vLLM never reads or we cannot parse back, or
+            an unknown engine.
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
-    return block_fp8_name({"N": N, "K": K}, device_name, block_shape, dtype=dtype)
+    return block_fp8_name({"N": N, "K": K}, device_name, block_shape, engine, dtype)
 
 
 def engine_file_name(name: str, engine: str) -> str:
@@ -99,7 +101,7 @@ def engine_file_name(name: str, engine: str) -> str:
         ValueError: an unknown engine, or a name `parse_config_file_name` rejects.
     """
     p = parse_config_file_name(name)
-    return block_fp8_name({"N": p.N, "K": p.K}, p.device_name, p.block_shape, engine, p.dtype)
+    return config_file_name(p.N, p.K, p.device_name, p.block_shape, p.dtype, engine)
 
 
 def parse_config_file_name(name: str) -> ConfigFileName:
@@ -237,11 +239,6 @@ def compare(out: Diagnosis, capability: int) -> None:
     compare_line(out, head, pairs, "tune with --kernel vllm here", "at M=1, default config")
 
 
-def _file_name(shape: Shape, device_name: str, engine: str = "vllm") -> str:
-    name = config_file_name(shape.N, shape.K, device_name, shape.block_pair("dense"))
-    return engine_file_name(name, engine)
-
-
 def _parse_file_name(name: str) -> tuple[Shape, str, str]:
     parsed = parse_config_file_name(name)
     return Shape(parsed.N, parsed.K, parsed.block_shape), parsed.device_name, parsed.dtype
@@ -277,7 +274,9 @@ DENSE = KernelFamily(
     why_invalid=lambda config, shape: why_invalid(config, shape.block_pair("dense")),
     default_config=lambda shape, M: default_config(shape.block_pair("dense")),
     files=FamilyFiles(
-        file_name=_file_name,
+        file_name=lambda shape, device_name, engine: config_file_name(
+            shape.N, shape.K, device_name, shape.block_pair("dense"), engine=engine
+        ),
         parse_file_name=_parse_file_name,
         file_name_start="N=",
         respell_file_name=lambda name, engine, device_name: engine_file_name(name, engine),

@@ -187,12 +187,6 @@ def compare(out: Diagnosis, capability: int) -> None:
     compare_line(out, head, pairs, "tune MoE with --kernel vllm here", where)
 
 
-def _file_name(shape: Shape, device_name: str, engine: str = "vllm") -> str:
-    return moe_config_file_name(
-        shape.param("E"), shape.N, device_name, shape.block_pair("moe"), engine
-    )
-
-
 def _parse_file_name(name: str) -> tuple[Shape, str, str]:
     """The name holds E and N only: the shape comes back with K = 0 and params (("E", E),)."""
     E, N, device, dtype, block_shape = parse_moe_config_file_name(name)
@@ -260,7 +254,9 @@ MOE = KernelFamily(
     why_invalid=lambda config, shape: why_invalid(config, shape.block_pair("moe")),
     default_config=lambda shape, M: default_config(M, shape.block_pair("moe")),
     files=FamilyFiles(
-        file_name=_file_name,
+        file_name=lambda shape, device_name, engine: moe_config_file_name(
+            shape.param("E"), shape.N, device_name, shape.block_pair("moe"), engine
+        ),
         parse_file_name=_parse_file_name,
         # benchmark_moe.py writes it (vLLM PR #24769); get_moe_configs pops it (fused_moe.py).
         file_triton_version=True,

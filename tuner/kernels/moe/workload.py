@@ -449,13 +449,11 @@ def compile_for_target(
     CompiledKernel (both share the tiles).
 
     Raises:
-        ValueError: bad config, block_shape, out_dtype or sizes.
+        ValueError: bad config, block_shape, out_dtype or sizes (`invoke_moe_gemm`'s checks, on
+            the "meta" tensors).
         RuntimeError: imported under TRITON_INTERPRET=1.
         triton.CompilationError: the compiler rejected the kernel.
     """
-    KernelConfig.runnable(config.as_dict(), shape.block_pair("moe"), why_invalid)
-    if out_dtype not in OUT_DTYPES:
-        raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
     sizes = (M, shape.N, shape.K, shape.param("E"), shape.param("top_k"))
     if min(sizes) <= 0:
         raise ValueError(f"M, N, K, E, top_k must be positive, got {', '.join(map(str, sizes))}")
