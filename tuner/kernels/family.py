@@ -411,7 +411,7 @@ class KernelFamily:
         except (LookupError, OSError) as exc:
             raise ValueError(f"--kernel {name} for {self.name}: {exc}") from None
         version = "" if name == BUILTIN else vllm_version() or ""
-        return KernelSource(self.name, name, version, digest, path, function, workload)
+        return KernelSource(self.name, name, version, digest, path, workload)
 
     def module_path(self, module: str) -> Path:
         """The source file of one of the family's modules, found without importing it.

@@ -287,7 +287,6 @@ class KernelSource:
         version: vLLM's version for the vllm source, "" for the builtin.
         kernel_hash: sha256 of the timed kernel function's source text.
         module_path: the file the kernel's text was read from.
-        function: the kernel function's name in it.
         workload: (shape, M, *, seed, device) -> the family's `Workload` with this kernel.
     """
 
@@ -296,7 +295,6 @@ class KernelSource:
     version: str
     kernel_hash: str
     module_path: Path
-    function: str
     workload: Callable[..., Any]
 
     @property
