@@ -11,12 +11,6 @@ from tuner.cli.app import app
 from tuner.cli.arguments import parse_m_values
 
 
-def one_line_error(result, text):
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert lines == [f"error: {text}"]
-
-
 def test_help_lists_the_commands():
     """Every command typer knows (the README's table lists each: tests/test_docs_commands.py)."""
     result = invoke("--help")
