@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.cli.common import invoke
+from tests.cli.common import invoke, one_line_error
 from tests.cli.robust import write_landscape
 from tests.storefill import FAST
 from tuner.core import vllm_device_name
@@ -100,10 +100,7 @@ def test_a_plan_counts_the_matching_gpus(tmp_path, monkeypatch, visible, more, n
 def test_a_sweep_without_the_gpu_is_one_line(tmp_path, monkeypatch):
     _gpus(monkeypatch, "NVIDIA H200")
     real = sweep(tmp_path, "--device L20 --model tiny")
-    assert real.exit_code == 2
-    assert real.stderr.splitlines() == [
-        "error: no visible GPU matches --device L20; visible: NVIDIA_H200"
-    ]
+    one_line_error(real, "no visible GPU matches --device L20; visible: NVIDIA_H200")
     assert not (tmp_path / "t.db").exists()
 
 
@@ -119,9 +116,7 @@ def folder(tmp_path, monkeypatch):
 
 
 def one_line(args: list[str], expected: str) -> None:
-    result = invoke(*args)
-    assert result.exit_code == 2, result.output
-    assert result.stderr.strip().splitlines() == [f"error: {expected}"]
+    one_line_error(invoke(*args), expected)
 
 
 def test_worker_refuses_what_it_cannot_run(folder, no_visible_gpu):
