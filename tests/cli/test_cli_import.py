@@ -11,10 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.settings import Settings
 from db.connection import open_store, session_scope
 from db.files import list_imports
 from tests.cli.common import invoke
@@ -197,17 +194,7 @@ def test_an_sm90_entry_is_left_out_on_an_l20_everywhere(tmp_path: Path, db, monk
         + REASON
     )
     assert note in " ".join(exported.stdout.split())
-    with TestClient(create_app(Settings(db_url=db))) as client:
-        files = client.get("/devices/L20/preview/configs").json()["files"]
-        page = client.get("/devices/L20/report").text
-        listed = client.get("/devices/L20/imports").json()
-    assert note in files[0]["notes"]
-    html_note = note.replace("'", "&#39;")
-    assert f"{html_note}." in page
-    assert "left out: imported from &#39;vllm-h100&#39;, cannot launch here" in page
-    assert [(i["device_name"], i["checked_arch"], i["cannot_launch"]) for i in listed] == [
-        ("NVIDIA_L20", 89, {"2048": REASON})
-    ]
+    # The routes and the report on an entry left out: tests/cli/test_imported_only.py.
 
 
 def test_an_moe_file_is_imported_with_its_e_once_checked_without_top_k_and_exported_as_it_was(
