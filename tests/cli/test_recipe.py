@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import tuner
-from tests.cli.common import invoke
+from tests.cli.common import invoke, one_line_error
 from tuner.files.mounts import advice_comments
 
 IMAGE = "vllm/vllm-openai:v0.33.0"
@@ -124,8 +124,7 @@ def test_k8s_needs_postgres_and_words_must_be_words() -> None:
     for url in ("postgres://tuner@db/tuner", "postgresql://tuner@db/tuner"):  # psycopg's
         assert recipe("--format", "k8s", "--db", url).exit_code == 0
     bad = invoke(*"recipe sweep --device L20 --model m --image".split() + ["a b"])
-    assert bad.exit_code == 2
-    assert bad.stderr.strip() == "error: --image must be one word, got 'a b'"
+    one_line_error(bad, "--image must be one word, got 'a b'")
 
 
 @pytest.mark.parametrize(

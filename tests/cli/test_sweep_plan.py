@@ -47,10 +47,8 @@ def test_dry_run_prints_the_plan_and_creates_no_store(tmp_path):
 def test_a_long_interpreter_plan_exits_2_without_yes(tmp_path):
     result = sweep(tmp_path, "--device interpreter --model qwen3.8-27b")
     assert result.exit_code == 2, result.output
-    lines = result.stdout.splitlines()
-    assert lines[0] == "plan: TRITON_INTERPRETER, qwen3.8-27b TP 2, guided"
-    assert lines[1] == "  5 shapes x 18 M: 90 task(s) x 128 trial(s) = 11,520 trial(s)"
-    assert lines[-2:] == [
+    # The plan's counts: tests/tuner/run/test_preview.py; the defaults it states:
+    assert result.stdout.splitlines()[-2:] == [
         "  M grid not given: vLLM's 18 batch sizes, 1 to 4096 (--m 1,16,32 for fewer)",
         "  TP not given: 2, the only size shapes/qwen3.8-27b lists (--tp to choose)",
     ]
