@@ -19,6 +19,12 @@ def invoke(*args, **options):
     return CliRunner().invoke(app, [str(arg) for arg in args], **options)
 
 
+def one_line_error(result, text: str) -> None:
+    """The command exited 2 with `error: TEXT` as its one line on stderr."""
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines() == [f"error: {text}"]
+
+
 def flat(text: str) -> str:
     """The text with every run of whitespace made one space."""
     return " ".join(text.split())

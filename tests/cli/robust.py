@@ -12,6 +12,8 @@ import zlib
 from collections import Counter
 from pathlib import Path
 
+from sqlalchemy import create_engine, text
+
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
@@ -142,15 +144,25 @@ def count(db: Path, sql: str) -> int:
 
 
 TRIAL_ROWS = (
-    "SELECT t.N, t.K, t.M, r.BLOCK_SIZE_M, r.BLOCK_SIZE_N, r.BLOCK_SIZE_K, "
-    "r.GROUP_SIZE_M, r.num_warps, r.num_stages, r.status, r.latency_us, r.is_default "
-    "FROM trials r JOIN tasks t USING (task_id)"
+    'SELECT t."N", t."K", t."M", r."BLOCK_SIZE_M", r."BLOCK_SIZE_N", r."BLOCK_SIZE_K", '
+    'r."GROUP_SIZE_M", r.num_warps, r.num_stages, r.status, r.latency_us, r.is_default '
+    "FROM trials r JOIN tasks t ON t.task_id = r.task_id"
 )
 
 
-def trial_rows(db: Path) -> list[tuple]:
+def store_rows(url: str, sql: str) -> list[tuple]:
+    """The rows of `sql` on the store at `url` (SQLite or PostgreSQL), sorted."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return sorted(tuple(row) for row in connection.execute(text(sql)))
+    finally:
+        engine.dispose()
+
+
+def trial_rows(url: str) -> list[tuple]:
     """Every trial as (N, K, M, six config values, status, latency_us, is_default), sorted."""
-    return sorted(query(db, TRIAL_ROWS))
+    return store_rows(url, TRIAL_ROWS)
 
 
 def winners(url: str, device_name: str = "NVIDIA_L20") -> list[tuple]:

@@ -1,5 +1,6 @@
 """The `tuner` command line: help, shapes, and one-line errors with exit code 2."""
 
+import json
 import re
 import sqlite3
 
@@ -7,14 +8,12 @@ import pytest
 import typer.main
 
 from tests.cli.common import invoke, table_rows
+from tests.storefill import DEFAULT, FAST, SLOW, fill
+from tuner.cli import output
 from tuner.cli.app import app
 from tuner.cli.arguments import parse_m_values
-
-
-def one_line_error(result, text):
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert lines == [f"error: {text}"]
+from tuner.files.provenance import current_kernel_hash, installed_triton_minor
+from tuner.kernels.dense.family import config_file_name
 
 
 def test_help_lists_the_commands():
@@ -78,8 +77,6 @@ def test_db_upgrade_creates_the_schema(tmp_path):
 def _stale_store(tmp_path):
     """One shape over M = 1, 16 on NVIDIA_L20. M=1: current trials (default 10 us, FAST 8 us)
     and a faster trial of an older kernel (SLOW, 5 us); M=16: trials of the older kernel only."""
-    from tests.storefill import DEFAULT, FAST, SLOW, fill
-
     url = f"sqlite:///{tmp_path / 'stale.db'}"
     one = [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 8.0), (SLOW, False, "ok", 5.0)]
     sixteen = [(DEFAULT, True, "ok", 20.0), (FAST, False, "ok", 15.0)]
@@ -104,21 +101,17 @@ STALE_NOTE = (
 
 
 def _stale_note():
-    from tuner.files.provenance import current_kernel_hash, installed_triton_minor
-
     return STALE_NOTE.format(kernel=current_kernel_hash()[:12], triton=installed_triton_minor())
 
 
 def test_export_keeps_to_current_trials_unless_allow_stale(tmp_path):
-    import json
-
-    from tests.storefill import FAST, SLOW
-    from tuner.files.provenance import installed_triton_minor
-    from tuner.kernels.dense.family import config_file_name
-
     db = _stale_store(tmp_path)
     name = config_file_name(5120, 3072, "NVIDIA_L20")
-    refused = invoke("export", "--device", "L20", "--out", str(tmp_path / "a"), "--db", db)
+
+    def export(out, *flags):
+        return invoke("export", "--device", "L20", "--out", tmp_path / out, "--db", db, *flags)
+
+    refused = export("a")
     assert refused.exit_code == 1, refused.output
     assert refused.stderr.splitlines() == [
         _stale_note(),
@@ -128,22 +121,16 @@ def test_export_keeps_to_current_trials_unless_allow_stale(tmp_path):
         "error: no file written; 1 shape(s) lack winners because their trials are stale: "
         "--allow-stale uses them",
     ]
-    partial = invoke(
-        "export", "--device", "L20", "--out", str(tmp_path / "b"), "--db", db, "--allow-partial"
-    )
+    partial = export("b", "--allow-partial")
     assert partial.exit_code == 0, partial.output
     assert json.loads((tmp_path / "b" / name).read_text()) == {"1": FAST}
-    stale = invoke(
-        "export", "--device", "L20", "--out", str(tmp_path / "c"), "--db", db, "--allow-stale"
-    )
+    stale = export("c", "--allow-stale")
     assert stale.exit_code == 0, stale.output
     assert stale.stderr == ("winners of trials of every kernel source and Triton (--allow-stale)\n")
     assert json.loads((tmp_path / "c" / name).read_text()) == {"1": SLOW, "16": FAST}
 
 
 def test_winners_keeps_to_current_trials_unless_allow_stale(tmp_path, monkeypatch):
-    from tuner.cli import output
-
     monkeypatch.setattr(output.console, "_width", 220)  # one table row per line
     db = _stale_store(tmp_path)
     current = invoke("winners", "--device", "L20", "--db", db)

@@ -11,15 +11,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.settings import Settings
 from db.connection import open_store, session_scope
 from db.files import list_imports
 from tests.cli.common import invoke
 from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
-from tuner.cli.imports import never_read_by_vllm
 from tuner.files.format import dump_config_file
 from tuner.files.merge import build_device_files, dense_key, import_targets
 from tuner.kernels.dense.family import config_file_name, engine_file_name
@@ -65,14 +61,6 @@ def vllm_folder(root: Path) -> Path:
     return folder
 
 
-def test_never_read_by_vllm() -> None:
-    assert never_read_by_vllm(VLLM_NAME, SGLANG_NAME) == SGLANG_NAME
-    assert never_read_by_vllm(SGLANG_NAME, VLLM_NAME) == SGLANG_NAME
-    assert never_read_by_vllm(VLLM_NAME, VLLM_NAME) is None
-    assert never_read_by_vllm(VLLM_NAME, OTHER_NAME) is None
-    assert never_read_by_vllm(SGLANG_NAME, engine_file_name(OTHER_NAME, "sglang")) is None
-
-
 def test_folder_imports_what_vllm_reads_and_says_what_it_skipped(tmp_path: Path, db) -> None:
     result = invoke(
         "import", vllm_folder(tmp_path), "--label", "vllm-0.33.0", "--db", db, "--no-check"
@@ -103,20 +91,11 @@ def test_folder_imports_what_vllm_reads_and_says_what_it_skipped(tmp_path: Path,
     ]  # by N (a fused-MoE name has no K: 0)
 
 
-@pytest.mark.parametrize(
-    ("names", "kept"),
-    [
-        ((SGLANG_NAME, VLLM_NAME), (VLLM_NAME, {1: FAST})),
-        ((SGLANG_NAME,), (SGLANG_NAME, {1: SLOW})),
-    ],
-)
-def test_of_two_spellings_the_vllm_one_is_kept_and_a_lone_sglang_one_imported(
-    tmp_path, db, names, kept
-):
-    folder = vllm_folder(tmp_path)
-    result = invoke("import", *(folder / name for name in names), "--db", db, "--no-check")
+def test_a_lone_sglang_spelling_is_imported(tmp_path, db):
+    # With the vLLM spelling beside it, it is skipped: the folder test above.
+    result = invoke("import", vllm_folder(tmp_path) / SGLANG_NAME, "--db", db, "--no-check")
     assert result.exit_code == 0, result.output
-    assert stored(db, "file_name", "configs") == [kept]
+    assert stored(db, "file_name", "configs") == [(SGLANG_NAME, {1: SLOW})]
 
 
 @pytest.mark.parametrize(
@@ -150,32 +129,18 @@ def test_a_bad_input_is_one_line_and_stores_nothing(tmp_path: Path, db, mistake:
     assert not (tmp_path / "tuner.db").exists() or row_counts(db)["imports"] == 0
 
 
-def test_import_flags_entries_sglang_rewrites_and_follows_the_files_key_order(
-    tmp_path: Path,
-    db,
-) -> None:
+def test_import_warns_of_entries_sglang_rewrites_for_its_engine_version(tmp_path, db) -> None:
+    # The rule by release and the line: tests/tuner/files/test_engine_folders.py
+    # (test_clamp_rule_by_release, test_clamp_lines); what vLLM runs of a file's keys:
+    # tests/tuner/files/test_format_merge.py.
     amd = tmp_path / engine_file_name(config_file_name(576, 7168, "AMD_Instinct_MI300X"), "sglang")
-    # Hand-written, keys descending: vLLM's min() keeps 5120 at the M=4096 tie.
-    amd.write_text(
-        json.dumps({"5120": {**FAST, "BLOCK_SIZE_K": 64}, "3072": {**FAST, "BLOCK_SIZE_K": 32}})
-    )
-    nvidia = tmp_path / SGLANG_NAME  # 64 divides 128: SGLang on CUDA keeps it
-    nvidia.write_text(dump_config_file({1: {**FAST, "BLOCK_SIZE_K": 64}}))
-    result = invoke("import", amd, nvidia, "--db", db, "--no-publish", "--no-check")
-    lines = result.stdout.strip().splitlines()
-    assert lines[0] == (
-        f"imported {amd.name} for AMD_Instinct_MI300X as 'imported': 1 of vLLM's 18 M values: "
-        "3072; missing 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, "
-        "4096; other keys 5120; M=1 runs the M=3072 entry; M=4096 runs the M=5120 entry"
-    ), result.output
-    assert [line for line in lines if line.startswith("warning:")] == [
-        f"warning: SGLang 0.5.23 rewrites {amd.name} as it reads it: BLOCK_SIZE_K raised to 128 "
-        "at M=5120 (BLOCK_SIZE_K 64), M=3072 (BLOCK_SIZE_K 32); it runs those entries, not "
-        "the file's"
-    ]
-    older = invoke(
-        "import", amd, "--db", db, "--no-publish", "--no-check", "--engine-version", "0.5.11"
-    )
+    # Keys descending: vLLM's min() keeps 5120 at the M=4096 tie, read in the file's order.
+    amd.write_text(json.dumps({"5120": FAST, "3072": {**FAST, "BLOCK_SIZE_K": 64}}))
+    args = ["import", amd, "--db", db, "--no-publish", "--no-check"]
+    result = invoke(*args)
+    assert "M=4096 runs the M=5120 entry" in result.stdout
+    assert f"warning: SGLang 0.5.23 rewrites {amd.name} as it reads it" in result.stdout
+    older = invoke(*args, "--engine-version", "0.5.11")
     assert older.exit_code == 0 and "warning" not in older.stdout  # 0.5.11 rewrites nothing
 
 
@@ -229,17 +194,7 @@ def test_an_sm90_entry_is_left_out_on_an_l20_everywhere(tmp_path: Path, db, monk
         + REASON
     )
     assert note in " ".join(exported.stdout.split())
-    with TestClient(create_app(Settings(db_url=db))) as client:
-        files = client.get("/devices/L20/preview/configs").json()["files"]
-        page = client.get("/devices/L20/report").text
-        listed = client.get("/devices/L20/imports").json()
-    assert note in files[0]["notes"]
-    html_note = note.replace("'", "&#39;")
-    assert f"{html_note}." in page
-    assert "left out: imported from &#39;vllm-h100&#39;, cannot launch here" in page
-    assert [(i["device_name"], i["checked_arch"], i["cannot_launch"]) for i in listed] == [
-        ("NVIDIA_L20", 89, {"2048": REASON})
-    ]
+    # The routes and the report on an entry left out: tests/cli/test_imported_only.py.
 
 
 def test_an_moe_file_is_imported_with_its_e_once_checked_without_top_k_and_exported_as_it_was(

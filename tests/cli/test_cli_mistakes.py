@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from db.connection import open_store
-from tests.cli.common import invoke
+from tests.cli.common import invoke, one_line_error
 
 DB = "--db (or TUNER_DB_URL)"
 OUT_IS_A_FILE = "--out {tmp}/configs is a file, not a folder: name a folder (created if absent)"
@@ -179,10 +179,8 @@ def test_serve_on_a_busy_port(tmp_path: Path) -> None:
         holder.listen()
         port = holder.getsockname()[1]
         result = invoke(*f"serve --port {port} --db sqlite:///{tmp_path}/t.db".split())
-    assert (result.exit_code, result.stderr.splitlines()) == (
-        2,
-        [
-            f"error: port {port} on 127.0.0.1 is in use (another tuner serve?): pass a free "
-            "--port, or stop the server that holds it"
-        ],
+    one_line_error(
+        result,
+        f"port {port} on 127.0.0.1 is in use (another tuner serve?): pass a free --port, or stop "
+        "the server that holds it",
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.cli.common import invoke
+from tests.cli.common import flat, invoke
 from tests.tuner.inputs.logfixtures import MOE_DIR, non_default_args
 from tests.tuner.inputs.test_hfconfig import QWEN3_MOE
 from tuner.inputs.logs import read_log
@@ -19,10 +19,6 @@ PER_TENSOR = "E=8,N=14336,device_name=NVIDIA_H200,dtype=fp8_w8a8.json"
 
 def shapes(*args: str):
     return invoke("shapes", *map(str, args))
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())
 
 
 def table_rows(text: str) -> list[list[str]]:

@@ -28,24 +28,8 @@ def tuner(*args, cwd):
 
 def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path, db) -> None:
     (tmp_path / "configs.json").write_text(json.dumps([default_config(1).as_dict()]))
-    run = tuner(
-        "sweep",
-        "--device",
-        "interpreter",
-        "--model",
-        "tiny-moe",
-        "--m",
-        "1",
-        "--strategy",
-        "grid",
-        "--configs",
-        "configs.json",
-        "--interpreter-reps",
-        "1",
-        "--db",
-        db,
-        cwd=tmp_path,
-    )
+    sweep = "sweep --device interpreter --model tiny-moe --m 1 --strategy grid --configs"
+    run = tuner(*sweep.split(), "configs.json", "--interpreter-reps", "1", "--db", db, cwd=tmp_path)
     assert run.exit_code == 0, run.output
     heads = [
         line.split(", store")[0]
@@ -120,16 +104,7 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path, db) -> None:
 
     # SGLang's get_moe_configs int()s every key: its files carry no "triton_version".
     sglang = tuner(
-        "export",
-        "--device",
-        "interpreter",
-        "--out",
-        "sgl",
-        "--engine",
-        "sglang",
-        "--db",
-        db,
-        cwd=tmp_path,
+        *"export --device interpreter --out sgl --engine sglang --db".split(), db, cwd=tmp_path
     )
     assert sglang.exit_code == 0, sglang.output
     assert (tmp_path / "sgl" / name.replace("[128,128]", "[128, 128]")).read_text() == (

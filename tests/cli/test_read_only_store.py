@@ -20,7 +20,7 @@ import pytest
 
 import db.connection
 import tuner.cli.store
-from tests.cli.common import invoke
+from tests.cli.common import invoke, one_line_error
 from tests.storefill import DEFAULT, FAST, fill
 
 WAL_FILES = ("tuner.db-wal", "tuner.db-shm")
@@ -90,13 +90,10 @@ def test_read_only_store_is_read_and_left_unchanged(store, monkeypatch, what):
 def test_a_command_that_writes_refuses_a_read_only_store_in_one_line(store, monkeypatch):
     path, _ = store
     deny_writes(monkeypatch, path.resolve())
-    result = invoke("publish", "--device", "L20", "--db", f"sqlite:///{path}")
-    assert (result.exit_code, result.stderr.splitlines()) == (
-        2,
-        [
-            f"error: store {path} is read-only (the file is not writable) and this command "
-            "writes to it: make it writable or copy it (`tuner db backup`)"
-        ],
+    one_line_error(
+        invoke("publish", "--device", "L20", "--db", f"sqlite:///{path}"),
+        f"store {path} is read-only (the file is not writable) and this command writes to it: "
+        "make it writable or copy it (`tuner db backup`)",
     )
 
 

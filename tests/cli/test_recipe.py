@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import tuner
-from tests.cli.common import invoke
+from tests.cli.common import invoke, one_line_error
 from tuner.files.mounts import advice_comments
 
 IMAGE = "vllm/vllm-openai:v0.33.0"
@@ -112,15 +112,6 @@ def test_the_kubernetes_job_is_valid_against_the_published_schema() -> None:
     ) in lines
 
 
-def test_a_broken_job_fails_the_schema() -> None:
-    job = yaml.safe_load(
-        recipe("--format", "k8s", "--db", "postgresql+psycopg://tuner@db/tuner").stdout
-    )
-    job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = "2 GPUs"
-    with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(job, "1.33", strict=True)
-
-
 def test_k8s_needs_postgres_and_words_must_be_words() -> None:
     for store in (("--db", "sqlite:///t.db"), ()):  # a k8s sweep across pods shares a store
         run = recipe("--format", "k8s", *store)
@@ -133,8 +124,7 @@ def test_k8s_needs_postgres_and_words_must_be_words() -> None:
     for url in ("postgres://tuner@db/tuner", "postgresql://tuner@db/tuner"):  # psycopg's
         assert recipe("--format", "k8s", "--db", url).exit_code == 0
     bad = invoke(*"recipe sweep --device L20 --model m --image".split() + ["a b"])
-    assert bad.exit_code == 2
-    assert bad.stderr.strip() == "error: --image must be one word, got 'a b'"
+    one_line_error(bad, "--image must be one word, got 'a b'")
 
 
 @pytest.mark.parametrize(

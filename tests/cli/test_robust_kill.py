@@ -73,7 +73,7 @@ def uninterrupted(landscape, tmp_path_factory):
     db = tmp_path_factory.mktemp("reference") / "tuner.db"
     run = run_tuner(*kill_args(landscape, db), cwd=db.parent)
     assert run.returncode == 0, run.stderr
-    rows = trial_rows(db)
+    rows = trial_rows(f"sqlite:///{db}")
     assert len(rows) == TASKS * TRIALS
     return rows, winners(f"sqlite:///{db}")
 
@@ -107,7 +107,7 @@ def check_against(db: Path, log_path: Path, deaths: int, uninterrupted) -> None:
     rows, best = uninterrupted
     assert count(db, "SELECT count(*) FROM tasks WHERE state = 'done'") == TASKS
     assert count(db, "SELECT count(*) FROM trials WHERE status IN ('crashed', 'timeout')") == 0
-    assert trial_rows(db) == rows  # no trial lost, none stored twice, same values
+    assert trial_rows(f"sqlite:///{db}") == rows  # no trial lost, none stored twice, same values
     assert winners(f"sqlite:///{db}") == best
     log = measure_log(log_path)
     assert remeasured_after_done(log) == []  # no finished trial measured twice
@@ -118,17 +118,12 @@ def check_against(db: Path, log_path: Path, deaths: int, uninterrupted) -> None:
     # A kill between a trial's commit and its "done" line (microseconds, but with trials at
     # 0.5 ms of CPU a kill lands there now and then) stores the trial without the line.
     assert TASKS * TRIALS - deaths <= len(done) <= TASKS * TRIALS
-    print(
-        f"deaths {deaths}: trials {len(rows)}, lost in flight and re-measured {lost}, "
-        "stored twice 0"
-    )
 
 
 def test_sweep_killed_8_times_resumes_to_the_same_trials_and_winners(
     landscape, uninterrupted, tmp_path
 ):
-    seed = 20261201
-    rng = random.Random(seed)
+    rng = random.Random(20261201)
     db, log_path = tmp_path / "tuner.db", tmp_path / "measured.log"
     env = tuner_env(TUNER_LEASE_S=LEASE_S, TUNER_TEST_MEASURE_LOG=str(log_path))
     command = tuner_command(*kill_args(landscape, db))
@@ -147,8 +142,8 @@ def test_sweep_killed_8_times_resumes_to_the_same_trials_and_winners(
         os.kill(sweep.pid, signal.SIGKILL)
         sweep.wait(10)
         kills.append((after, round(pause_s, 3), count(db, "SELECT count(*) FROM trials")))
-    print(f"seed {seed}: {len(kills)} sweep kills (new trials, pause s, trials stored): {kills}")
-    assert len(kills) == SWEEP_KILLS, "the sweep finished before all kills: shorten them"
+    # (new trials, pause s, trials stored) per kill
+    assert len(kills) == SWEEP_KILLS, f"the sweep finished before all kills: shorten {kills}"
     last = run_tuner(
         *kill_args(landscape, db),
         cwd=tmp_path,
@@ -173,8 +168,7 @@ def worker_of(sweep_pid: int) -> int | None:
 def test_worker_killed_while_the_sweep_runs_is_restarted_and_loses_nothing(
     landscape, uninterrupted, tmp_path
 ):
-    seed = 8
-    rng = random.Random(seed)
+    rng = random.Random(8)
     db, log_path = tmp_path / "tuner.db", tmp_path / "measured.log"
     env = tuner_env(TUNER_LEASE_S=LEASE_S, TUNER_TEST_MEASURE_LOG=str(log_path))
     sweep = subprocess.Popen(
@@ -207,8 +201,7 @@ def test_worker_killed_while_the_sweep_runs_is_restarted_and_loses_nothing(
         out, err = sweep.communicate(timeout=120)
     finally:
         sweep.kill()
-    print(f"seed {seed}: {len(kills)} worker kills (new trials, pause s, pid): {kills}")
-    assert len(kills) == WORKER_KILLS
+    assert len(kills) == WORKER_KILLS, kills  # (new trials, pause s, pid) per kill
     assert sweep.returncode == 0, err
     assert out.count("killed by SIGKILL; its task goes back to the queue") == WORKER_KILLS
     check_against(db, log_path, len(kills), uninterrupted)
@@ -249,7 +242,7 @@ def test_a_killed_sweep_leaves_no_worker_and_resumes(landscape, uninterrupted, t
     assert again.returncode == 0, again.stderr
     run_now = int(" ".join(again.stdout.split()).split(" trials run now")[0].split()[-1])
     assert run_now == TASKS * TRIALS - stored  # none lost, none measured twice
-    assert trial_rows(db) == uninterrupted[0]
+    assert trial_rows(f"sqlite:///{db}") == uninterrupted[0]
 
 
 # Crash isolation and the lease, on 6 configs that grid searches all.

@@ -20,13 +20,14 @@ import time
 from collections import defaultdict
 
 import pytest
-from sqlalchemy import create_engine, select, text
 
 from tests.cli.robust import (
     CONFIGS,
+    TRIAL_ROWS,
     measure_log,
     remeasured_after_done,
     run_tuner,
+    store_rows,
     sweep_args,
     trial_rows,
     tuner_command,
@@ -64,29 +65,16 @@ def store_args(folder, url: str, configs: str = "small.json") -> list[str]:
 
 
 ROWS = {
-    "trials": 'SELECT t."N", t."K", t."M", r."BLOCK_SIZE_M", r."BLOCK_SIZE_N", '
-    'r."GROUP_SIZE_M", r.num_warps, r.num_stages, r.status, r.latency_us '
-    "FROM trials r JOIN tasks t ON t.task_id = r.task_id",
+    "trials": TRIAL_ROWS,
     "decisions": 'SELECT t."N", t."K", t."M", count(d.task_id) FROM tasks t LEFT JOIN '
     'decisions d ON d.task_id = t.task_id GROUP BY t."N", t."K", t."M"',
     "states": "SELECT state, count(*) FROM tasks GROUP BY state",
-    "distinct": 'SELECT count(*) FROM (SELECT DISTINCT task_id, "BLOCK_SIZE_M", '
-    '"BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", num_warps, num_stages '
-    "FROM trials) AS d",
 }
 
 
-def store_rows(url: str) -> dict[str, list]:
-    """Trials, decisions per task, task states and distinct (task, config), sorted."""
-    engine = create_engine(url)
-    try:
-        with engine.connect() as connection:
-            return {
-                name: sorted(tuple(row) for row in connection.execute(text(sql)))
-                for name, sql in ROWS.items()
-            }
-    finally:
-        engine.dispose()
+def all_rows(url: str) -> dict[str, list]:
+    """Trials, decisions per task and task states, sorted."""
+    return {name: store_rows(url, sql) for name, sql in ROWS.items()}
 
 
 @pytest.fixture(scope="module")
@@ -95,9 +83,8 @@ def reference(folder):
     url = f"sqlite:///{folder / 'reference.db'}"
     run = run_tuner(*store_args(folder, url), cwd=folder)
     assert run.returncode == 0, run.stderr
-    rows = store_rows(url)
+    rows = all_rows(url)
     assert len(rows["trials"]) == TRIALS and rows["states"] == [("done", TASKS)]
-    assert rows["distinct"] == [(TRIALS,)]
     assert [n for *_, n in rows["decisions"]] == [1] * TASKS
     return rows
 
@@ -150,7 +137,7 @@ def test_postgres_restart_or_stop_during_a_trial_loses_and_fails_nothing(
     assert sweep.returncode == 0, err
     assert "Traceback" not in err + out
     assert f"{TASKS}/{TASKS} tasks done, 0 failed" in " ".join(out.split())
-    assert store_rows(server.url) == reference
+    assert all_rows(server.url) == reference
 
 
 @needs_pg
@@ -170,12 +157,12 @@ def test_postgres_that_stays_down_stops_the_sweep_in_one_line_and_resumes(
     assert len(errors) == 1 and "Traceback" not in err
     assert f"127.0.0.1:{server.port}" in errors[0] and "run the same command" in errors[0]
     server.start()
-    states = dict(store_rows(server.url)["states"])
+    states = dict(all_rows(server.url)["states"])
     assert states.get("failed", 0) == 0
     time.sleep(2.5)  # the leases the stopped sweep could not hand back end
     again = run_tuner(*store_args(folder, server.url), cwd=folder, TUNER_LEASE_S="2")
     assert again.returncode == 0, again.stderr
-    assert store_rows(server.url) == reference
+    assert all_rows(server.url) == reference
 
 
 def test_full_sqlite_store_stops_with_one_line_and_resumes_once_there_is_room(folder, tmp_path):
@@ -184,7 +171,7 @@ def test_full_sqlite_store_stops_with_one_line_and_resumes_once_there_is_room(fo
     once the limit is lifted. A grid of all 96 configs: the trials outgrow the first pages."""
     ref_url = f"sqlite:///{tmp_path / 'reference.db'}"
     assert run_tuner(*store_args(folder, ref_url, "configs.json"), cwd=folder).returncode == 0
-    reference = store_rows(ref_url)
+    reference = all_rows(ref_url)
     assert reference["states"] == [("done", TASKS)]
     db = tmp_path / "full.db"
     url = f"sqlite:///{db}"
@@ -201,13 +188,13 @@ def test_full_sqlite_store_stops_with_one_line_and_resumes_once_there_is_room(fo
     assert len(errors) == 1 and "Traceback" not in full.stderr, full.stderr
     assert errors[0].startswith(f"error: disk full at {tmp_path}: ")
     assert errors[0].endswith("free space and run the same command")
-    rows = store_rows(url)
+    rows = all_rows(url)
     assert 0 < len(rows["trials"]) < len(reference["trials"])
     assert dict(rows["states"]).get("failed", 0) == 0
     assert dict(rows["states"]).get("running", 0) == 0  # handed back
     again = run_tuner(*args, cwd=folder)
     assert again.returncode == 0, again.stderr
-    assert store_rows(url) == reference
+    assert all_rows(url) == reference
 
 
 WRITER_M = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -218,16 +205,8 @@ PG_URL = os.environ.get("TUNER_TEST_PG_URL")
 
 def writer_args(folder, url: str) -> list[str]:
     """The arguments `tuner worker` shares with the `tuner sweep` whose tasks it joins."""
-    return [
-        "--device",
-        "L20",
-        "--configs",
-        str(folder / "configs8.json"),
-        "--replay",
-        str(folder / "l20.json"),
-        "--db",
-        url,
-    ]
+    replay = f"--configs {folder / 'configs8.json'} --replay {folder / 'l20.json'}"
+    return ["--device", "L20", *replay.split(), "--db", url]
 
 
 def writer_sweep(folder, url: str) -> list[str]:
@@ -253,7 +232,7 @@ def writers(tmp_path_factory):
     db = folder / "reference.db"
     run = run_tuner(*writer_sweep(folder, f"sqlite:///{db}"), cwd=folder)
     assert run.returncode == 0, run.stderr
-    return folder, trial_rows(db), winners(f"sqlite:///{db}")
+    return folder, trial_rows(f"sqlite:///{db}"), winners(f"sqlite:///{db}")
 
 
 def run_workers(folder, url: str, workers: int, *scope: str, sweeps: int = 0):
@@ -305,9 +284,7 @@ def check_log(log) -> None:
     assert all(len(pids) == 1 for pids in pids_of_task.values())
     starts = [(task_id, label) for _, event, task_id, label in log if event == "start"]
     assert len(starts) == len(set(starts)) == WRITER_TASKS * WRITER_TRIALS
-    workers = {pid for pids in pids_of_task.values() for pid in pids}
-    print(f"{len(workers)} workers took part, {len(starts)} trials, each measured once")
-    assert len(workers) >= 2
+    assert len({pid for pids in pids_of_task.values() for pid in pids}) >= 2  # workers took part
 
 
 def test_two_sweeps_and_two_workers_on_one_sqlite_file(writers):
@@ -317,7 +294,7 @@ def test_two_sweeps_and_two_workers_on_one_sqlite_file(writers):
     check_log(log)
     # Each sweep counts only its own workers' trials as run now, not the others'.
     assert sum(run_now) <= WRITER_TASKS * WRITER_TRIALS, run_now
-    assert trial_rows(db) == rows
+    assert trial_rows(f"sqlite:///{db}") == rows
     assert winners(f"sqlite:///{db}") == best
 
 
@@ -330,27 +307,7 @@ def test_eight_workers_on_postgresql(writers):
     reset_postgresql(PG_URL)
     log, _ = run_workers(folder, PG_URL, 8)  # no --sweep: every sweep on the device
     check_log(log)
-    from db.connection import connect
-    from db.models import Task, Trial
-    from tuner.core import CONFIG_KEYS
-
-    engine = connect(PG_URL)
-    try:
-        with engine.connect() as connection:
-            tasks = connection.execute(select(Task.state, Task.attempts)).all()
-            stored = connection.execute(
-                select(
-                    Task.N,
-                    Task.K,
-                    Task.M,
-                    *(getattr(Trial, c) for c in CONFIG_KEYS),
-                    Trial.status,
-                    Trial.latency_us,
-                    Trial.is_default,
-                ).join(Task, Trial.task_id == Task.task_id)
-            ).all()
-    finally:
-        engine.dispose()
-    assert sorted(tasks) == [("done", 1)] * WRITER_TASKS  # every task claimed and done exactly once
-    assert sorted((*r[:-1], int(r[-1])) for r in stored) == rows
+    # every task claimed and done exactly once
+    assert store_rows(PG_URL, "SELECT state, attempts FROM tasks") == [("done", 1)] * WRITER_TASKS
+    assert trial_rows(PG_URL) == rows
     assert winners(PG_URL) == best

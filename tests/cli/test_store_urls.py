@@ -100,18 +100,9 @@ def test_a_server_that_does_not_answer_is_one_line(folder, command):
             f"not installed: {PSYCOPG}",
         ),
         (
-            "postgres://tuner@127.0.0.1:9/tuner",
-            "postgresql+psycopg://tuner@127.0.0.1:9/tuner needs the psycopg driver, which is "
-            f"not installed: {PSYCOPG}",
-        ),
-        (
             "mysql://tuner@127.0.0.1/tuner",
             "mysql://tuner@127.0.0.1/tuner: the store is SQLite or PostgreSQL, not 'mysql': "
             + FORMS,
-        ),
-        (
-            "redis://127.0.0.1:6379/0",
-            f"redis://127.0.0.1:6379/0: the store is SQLite or PostgreSQL, not 'redis': {FORMS}",
         ),
     ],
 )

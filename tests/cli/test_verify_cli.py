@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from tests.cli.common import CELL_SPLIT, invoke
+from tests.cli.common import CELL_SPLIT, invoke, one_line_error
 from tests.standin_vllm import VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli import output
@@ -114,12 +114,11 @@ def test_bad_input_is_one_line_and_exit_2(store, fake_runner, monkeypatch):
     url, _ = store
     l20 = gpus.GpuInfo(0, "0", "NVIDIA L20", "NVIDIA_L20", "8.9")
     monkeypatch.setattr(gpus, "visible_gpus", lambda: [l20])
-    result = verify(url, "--device", "L20")
-    assert result.exit_code == 2, result.output
-    assert result.stderr.strip().splitlines() == [
-        "error: no device in the store matches 'NVIDIA_L20'; known: TRITON_INTERPRETER; "
-        "`tuner sweep --device NVIDIA_L20` on that GPU, or `tuner import` of its files, adds it"
-    ]
+    one_line_error(
+        verify(url, "--device", "L20"),
+        "no device in the store matches 'NVIDIA_L20'; known: TRITON_INTERPRETER; "
+        "`tuner sweep --device NVIDIA_L20` on that GPU, or `tuner import` of its files, adds it",
+    )
     monkeypatch.setattr(gpus, "visible_gpus", lambda: [])
     cases = [
         (["--model", "llama9"], "unknown model"),
@@ -279,14 +278,8 @@ def test_inside_vllm_fix_tunes_the_offending_m_with_vllms_kernel_and_checks_agai
     again = sections(result.stdout)["N=256,K=384 again"]
     assert column(again, 0) == ["1", "2", "4", "7", "8", "9", "12", "15", "16", "17"]
     assert column(again, 1) == ["1", "1", "1", "8", "8", "8", "8", "16", "16", "16"]
-    assert again[4][2:] == [
-        KernelConfig.from_dict(DEFAULT).short(),
-        "-",
-        "-",
-        "-",
-        "1.00x",
-        "ok (default)",
-    ]
+    default = KernelConfig.from_dict(DEFAULT).short()
+    assert again[4][2:] == [default, *"- - - 1.00x".split(), "ok (default)"]
     assert "after --fix pass 1: 1 shape(s), 10 M values: 10 ok" in result.stdout
     assert "--fix of N=256,K=384 x 1 M" not in result.stdout.split("after --fix pass 1")[1]
 

@@ -126,17 +126,8 @@ def test_winners_of_two_sources_never_mix(swept) -> None:
 
     def exported(out, *flags, vllm_path=None):
         out = home / out
-        run = tuner(
-            "export",
-            "--device",
-            "interpreter",
-            "--out",
-            str(out),
-            "--db",
-            db,
-            *flags,
-            vllm=vllm_path,
-        )
+        export = f"export --device interpreter --out {out} --db {db}".split()
+        run = tuner(*export, *flags, vllm=vllm_path)
         assert run.exit_code == 0, run.output
         dense = json.loads((out / DENSE_FILE).read_text())["1"]["GROUP_SIZE_M"]
         moe = json.loads((out / MOE_FILE).read_text())["1"]["GROUP_SIZE_M"]
