@@ -573,8 +573,9 @@ def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
     (`Runner.pin`) before torch and triton are imported, then claim and run tasks until none
     is left. Exits with EXIT_RESTART after a crashed trial on a GPU (a fresh process and CUDA
     context for the rest of the task), with EXIT_STORE when the store stayed unreachable or
-    full past its deadline (its line in `shared`), with 1 after an unexpected error, whose
-    traceback goes to `worker_log_path(spec.worker_id)`, and with 130 on Ctrl-C.
+    full past its deadline (its one line written to `worker_log_path(spec.worker_id)`, which
+    the supervisor reads), with 1 after an unexpected error, whose traceback goes to that file,
+    and with 130 on Ctrl-C.
 
     Args:
         spec: what to claim and how to measure.
