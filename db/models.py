@@ -441,3 +441,46 @@ class ReleaseFile(Base):
     detail: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
 
     __table_args__ = (sa.UniqueConstraint("release_id", "file_name"),)
+
+
+class AbTest(Base):
+    """One `tuner ab`: two serving arms compared on named workloads. `key` hashes `spec` (arms,
+    workloads, sizes, client, seed), so the same command finds its A/B again and resumes it;
+    `release_id` is the release whose files the candidate read, if any; `result` holds the
+    estimates per workload and metric once it finished, `verdict` the overall one ("faster",
+    "slower", "within noise")."""
+
+    __tablename__ = "ab_tests"
+
+    ab_test_id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(sa.String(64))
+    device_id: Mapped[int | None] = mapped_column(sa.ForeignKey("devices.device_id"))
+    release_id: Mapped[int | None] = mapped_column(sa.ForeignKey("releases.release_id"))
+    spec: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    result: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    verdict: Mapped[str | None] = mapped_column(sa.String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (sa.UniqueConstraint("key"),)
+
+
+class AbRun(Base):
+    """One client run of an A/B: its block, arm and workload, the seed of its prompts, the
+    metrics read from it and the client's whole result JSON."""
+
+    __tablename__ = "ab_runs"
+
+    ab_run_id: Mapped[int] = mapped_column(primary_key=True)
+    ab_test_id: Mapped[int] = mapped_column(
+        sa.ForeignKey("ab_tests.ab_test_id", ondelete="CASCADE")
+    )
+    block: Mapped[int] = mapped_column()
+    arm: Mapped[str] = mapped_column(sa.String(16))
+    workload: Mapped[str] = mapped_column(sa.String(32))
+    seed: Mapped[int] = mapped_column()
+    metrics: Mapped[dict[str, float]] = mapped_column(sa.JSON)
+    client_result: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (sa.UniqueConstraint("ab_test_id", "block", "arm", "workload"),)

@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "tuner.files": 3,
     "tuner.compare": 4,
     "tuner.run": 4,
+    "tuner.ab": 4,
     "api": 5,
     "tuner.cli": 6,
 }

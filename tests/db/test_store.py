@@ -33,7 +33,7 @@ from tuner.core import CONFIG_KEYS
 
 TABLES = {"devices", "environments", "sweeps", "tasks", "trials", "imports", "retimes"}
 TABLES |= {"decisions", "comparisons", "comparison_points", "blobs", "releases"}
-TABLES |= {"release_files"}  # every table of the schema
+TABLES |= {"release_files", "ab_tests", "ab_runs"}  # every table of the schema
 # The revision of the newest migration file, `NNNN_<what>.py`: the one a store is upgraded to.
 NEWEST = max(path.name[:4] for path in (MIGRATIONS_DIR / "versions").glob("[0-9]" * 4 + "_*.py"))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import typer
 
 from tuner.cli import (
+    ab,
     compare,
     db_admin,
     doctor,
@@ -75,6 +76,7 @@ app.command()(export.export)
 app.command()(export.winners)
 app.command("publish")(export.publish_cmd)
 app.command("pull")(serving.pull)
+app.command()(ab.ab)
 recipe_app.command("sweep")(recipe.recipe_sweep)
 landscape_app.command("record")(landscape.landscape_record)
 shapes_app.command("list")(shapes.shapes_list)

@@ -1,0 +1,114 @@
+"""The A/B's order of runs and its verdict per metric.
+
+Runs go in blocks whose arm order alternates (baseline, candidate | candidate, baseline | ...,
+the A B B A design), so that a slow drift of the host costs both arms alike. Each block gives one
+pair; the candidate/baseline ratio is the geometric mean of the blocks' ratios, and its interval
+Student's t on their logarithms (the pairs' own spread, so noise widens it and drift that the
+pairing cancels does not). The t quantile is scipy's (`scipy.special.stdtrit`).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy.special import stdtrit
+
+BASELINE, CANDIDATE = "baseline", "candidate"
+ARMS = (BASELINE, CANDIDATE)
+FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
+
+
+def schedule(blocks: int) -> list[tuple[int, str]]:
+    """(block, arm) in run order: A B, B A, A B, ... (A the baseline).
+
+    Args:
+        blocks: how many; each holds one run of each arm.
+    """
+    return [(b, arm) for b in range(blocks) for arm in (ARMS if b % 2 == 0 else ARMS[::-1])]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One metric of one workload, over the blocks.
+
+    Attributes:
+        metric: its name ("ttft_ms", ...).
+        higher_is_better: its direction.
+        baseline, candidate: each arm's median over its runs.
+        ratio: candidate / baseline, the geometric mean of the blocks' ratios.
+        low, high: the ratio's confidence interval.
+        drift: the baseline's median in the later half of the blocks over the earlier half's
+            (1.0 = steady host).
+        verdict: "faster", "slower" or "within noise" for the candidate.
+    """
+
+    metric: str
+    higher_is_better: bool
+    baseline: float
+    candidate: float
+    ratio: float
+    low: float
+    high: float
+    drift: float
+    verdict: str
+
+
+def estimate(
+    metric: str,
+    higher_is_better: bool,
+    pairs: Sequence[tuple[float, float]],
+    *,
+    min_effect: float,
+    confidence: float = 0.95,
+) -> Estimate:
+    """Compare the arms on one metric.
+
+    The candidate is "faster" when the whole interval lies on the better side of 1 and the ratio
+    is better by at least `min_effect`; "slower" likewise on the worse side; else "within
+    noise".
+
+    Args:
+        metric, higher_is_better: the metric.
+        pairs: (baseline, candidate) value of each block, in block order; at least 2, all > 0.
+        min_effect: the smallest relative change that counts, e.g. 0.02.
+        confidence: of the interval.
+
+    Raises:
+        ValueError: fewer than 2 pairs, or a value <= 0.
+    """
+    if len(pairs) < 2 or min(min(p) for p in pairs) <= 0:
+        raise ValueError(f"{metric}: needs 2 or more blocks of positive values, got {pairs}")
+    logs = [math.log(c / b) for b, c in pairs]
+    n, mean = len(logs), statistics.fmean(logs)
+    half = float(stdtrit(n - 1, (1 + confidence) / 2)) * statistics.stdev(logs) / math.sqrt(n)
+    ratio, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+    base = [b for b, _ in pairs]
+    half_n = n // 2
+    drift = statistics.median(base[n - half_n :]) / statistics.median(base[:half_n])
+    return Estimate(
+        metric,
+        higher_is_better,
+        baseline=statistics.median(base),
+        candidate=statistics.median(c for _, c in pairs),
+        ratio=ratio,
+        low=low,
+        high=high,
+        drift=drift,
+        verdict=_verdict(ratio, low, high, higher_is_better, min_effect),
+    )
+
+
+def _verdict(
+    ratio: float, low: float, high: float, higher_is_better: bool, min_effect: float
+) -> str:
+    # The candidate's gain: > 1 is better whatever the metric's direction.
+    gain, gain_low = (ratio, low) if higher_is_better else (1 / ratio, 1 / high)
+    gain_high = high if higher_is_better else 1 / low
+    if gain_low > 1 and gain >= 1 + min_effect:
+        return FASTER
+    if gain_high < 1 and gain <= 1 / (1 + min_effect):
+        return SLOWER
+    return NOISE
