@@ -17,6 +17,7 @@ from db.work import get_or_create_device
 __all__ = [
     "AbInfo",
     "AbRunRow",
+    "AbVerdict",
     "ab_runs",
     "finish_ab",
     "list_abs",
@@ -144,11 +145,19 @@ def list_abs(session: Session, *, device_name: str | None = None) -> list[AbInfo
     return [_info(row, name, number) for row, name, number in session.execute(query)]
 
 
-def release_ab(session: Session, *, release_id: int) -> dict[str, Any] | None:
-    """The release's latest finished A/B as {"ab_test_id", "verdict"}, or None."""
+@dataclass(frozen=True)
+class AbVerdict:
+    """A finished A/B's id and overall verdict ("faster", "slower", "within noise")."""
+
+    ab_test_id: int
+    verdict: str
+
+
+def release_ab(session: Session, *, release_id: int) -> AbVerdict | None:
+    """The release's latest finished A/B, or None."""
     row = session.execute(
         select(AbTest.ab_test_id, AbTest.verdict)
         .where(AbTest.release_id == release_id, AbTest.verdict.is_not(None))
         .order_by(AbTest.ab_test_id.desc())
     ).first()
-    return None if row is None else {"ab_test_id": row[0], "verdict": row[1]}
+    return None if row is None else AbVerdict(row[0], str(row[1]))

@@ -20,6 +20,7 @@ from sqlalchemy import Select, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from db.ab import AbVerdict, release_ab
 from db.connection import dialect_insert
 from db.models import (
     Blob,
@@ -219,7 +220,8 @@ class ReleaseFileRow:
 @dataclass(frozen=True)
 class ReleaseInfo:
     """A release: its device, number, content hash, archives (engine -> zip sha256), summary,
-    who published it and why, when (UTC), and its files sorted by name."""
+    who published it and why, when (UTC), its files sorted by name, and its latest A/B's
+    verdict (`tuner ab --release`), if any."""
 
     release_id: int
     device_name: str
@@ -231,6 +233,7 @@ class ReleaseInfo:
     reason: str
     created_at: datetime
     files: list[ReleaseFileRow] = field(default_factory=list)
+    ab: AbVerdict | None = None
 
 
 class ReleasedFile(NamedTuple):
@@ -257,7 +260,8 @@ def _release_info(session: Session, row: Release, device_name: str) -> ReleaseIn
         take(ReleaseFileRow, f, block_shape=block_shape_of(f.block_n, f.block_k), size=size)
         for f, size in files
     ]
-    return take(ReleaseInfo, row, device_name=device_name, files=rows)
+    ab = release_ab(session, release_id=row.release_id)
+    return take(ReleaseInfo, row, device_name=device_name, files=rows, ab=ab)
 
 
 def _releases(*columns: Any, device_name: str, number: int | None = None) -> Select:

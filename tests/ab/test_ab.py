@@ -13,15 +13,21 @@ import sys
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
+from api.app import create_app
+from api.settings import Settings
+from db import repo
 from db.models import AbRun, AbTest
+from db.repo import NewFile, open_store, session_scope
 from tests.cli.common import invoke, one_line_error
 from tuner.ab.arms import Arm, ArmError, proof
 from tuner.ab.run import Plan, run_ab
 from tuner.ab.stats import estimate, schedule
 from tuner.ab.workloads import WORKLOADS, ClientError, Load, client_argv
+from tuner.files.pull import release_entry
 
 HERE = Path(__file__).parent
 # Lines as vLLM 0.33.0 logs them (fp8_utils.py get_w8a8_block_fp8_configs; the paths shortened).
@@ -267,3 +273,42 @@ def test_a_candidate_that_read_none_of_the_release_stops(tmp_path: Path) -> None
     with pytest.raises(ArmError, match="candidate read none of the release's 1 files"):
         run_ab(plan, {(0, "baseline", "decode")}, kept.append)
     assert [(r.block, r.arm) for r in kept] == [(0, "candidate")]
+
+
+def test_a_release_carries_its_ab_verdict(stage) -> None:
+    set_arms, args, _, _, tmp_path = stage
+    set_arms(100.0, 80.0)
+    url = f"sqlite:///{tmp_path / 'tuner.db'}"
+    store = open_store(url)
+    other = "N=64,K=32,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128,128].json"
+    with session_scope(store) as session:
+        for name in (FILE, other):
+            new = NewFile(name, 512, 256, (128, 128), b"{}", {}, "dense")
+            repo.publish_release(
+                session,
+                device_name="NVIDIA_H100_80GB_HBM3",
+                files=[new],
+                archives={},
+                summary={},
+                created_by="test",
+                reason="test",
+            )
+    one_line_error(
+        invoke(*args("--device", "NVIDIA_H100_80GB_HBM3", "--release", "3")),
+        "NVIDIA_H100_80GB_HBM3 has no release 3 in the store",
+    )
+    # Release 2 holds a file the candidate's log never names: stopped after its first run.
+    refused = invoke(*args("--device", "NVIDIA_H100_80GB_HBM3", "--release", "2"))
+    assert refused.exit_code == 2
+    assert "error: candidate read none of the release's 1 files" in refused.stderr
+    result = invoke(*args("--device", "NVIDIA_H100_80GB_HBM3", "--release", "1"))
+    assert result.exit_code == 0, result.output
+    with TestClient(create_app(Settings(db_url=url))) as client:
+        listed = client.get("/devices/NVIDIA_H100_80GB_HBM3/releases").json()
+    assert [(r["number"], r["ab"]) for r in listed] == [
+        (2, None),
+        (1, {"ab_test_id": 2, "verdict": "faster"}),
+    ]
+    with session_scope(store) as session:
+        release = repo.get_release(session, device_name="NVIDIA_H100_80GB_HBM3", number=1)
+        assert release_entry(release)["ab"] == {"ab_test_id": 2, "verdict": "faster"}

@@ -24,8 +24,9 @@ from tuner.ab.workloads import WORKLOADS, ClientError, Load
 from tuner.cli.errors import fail
 from tuner.cli.options import DbOpt
 from tuner.cli.output import console, err_console, plain
-from tuner.cli.store import device_in_store, open_db
+from tuner.cli.store import open_db
 from tuner.cli.tables import Column, print_table
+from tuner.inputs.devices import device_among
 from tuner.run.sweep import progress_columns
 
 WorkloadName = StrEnum("WorkloadName", {name: name for name in WORKLOADS})  # type: ignore[misc]
@@ -127,7 +128,7 @@ HealthOpt = Annotated[
     float, typer.Option(help="Seconds a started server has to answer /health.", min=1.0)
 ]
 DeviceOpt = Annotated[
-    str | None, typer.Option(help="The GPU model the arms run on, as vLLM names it (L20, H200).")
+    str | None, typer.Option(help="With --release: whose (L20, NVIDIA_L20, H200, ...).")
 ]
 ReleaseOpt = Annotated[
     int | None,
@@ -201,15 +202,17 @@ def _open(
 def _release_files(
     store: Engine, device: str | None, release: int | None
 ) -> tuple[str | None, tuple[str, ...]]:
-    """The store's name of --device (or None) and the file names of its --release (or ())."""
-    if release is not None and device is None:
-        raise fail("--release needs --device (whose release it is)")
-    if device is None:
+    """The store's name of --device and the file names of its --release; (None, ()) without
+    --release."""
+    if release is None:
         return None, ()
+    if device is None:
+        raise fail("--release needs --device (whose release it is)")
     with session_scope(store) as session:
-        device_name = device_in_store(session, device)
-        if release is None:
-            return device_name, ()
+        try:
+            device_name = device_among(device, repo.list_release_device_names(session))
+        except ValueError as exc:
+            raise fail(str(exc)) from None
         info = repo.get_release(session, device_name=device_name, number=release)
     if info is None:
         raise fail(f"{device_name} has no release {release} in the store")

@@ -465,6 +465,12 @@ def pull(
     plain(
         f"pulled {name} release {number} into {out}: {len(written)} file(s), sha256 checked{gone}"
     )
+    ab = chosen.get("ab")
+    plain(
+        f"A/B {ab['ab_test_id']} in a real server: the release is {ab['verdict']}"
+        if ab
+        else "no A/B of this release yet: `tuner ab --release` measures it in your server"
+    )
     if engine_name == "vllm":
         # Whether vLLM reads the files on the device the release was tuned on.
         for line in device_advice(str(name), release_tuned(chosen, "compute_capability")).lines():

@@ -212,8 +212,9 @@ def replace_folder(
 def release_entry(info: Any) -> dict[str, Any]:
     """A stored release (`db.releases.ReleaseInfo`) as the fields of one entry of `GET
     /devices/{device}/releases` that `choose_release` and the recipes read: device_name,
-    number, content_sha256, files (file_name, sha256) and summary."""
+    number, content_sha256, files (file_name, sha256), summary and ab (its A/B's verdict)."""
     return {
+        "ab": info.ab and {"ab_test_id": info.ab.ab_test_id, "verdict": info.ab.verdict},
         "device_name": info.device_name,
         "number": info.number,
         "content_sha256": info.content_sha256,
