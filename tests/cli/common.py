@@ -4,19 +4,39 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 
 from typer.testing import CliRunner
 
+from tests.storefill import DEFAULT, FAST, SLOW
 from tuner.cli.app import app
 
 # Cells are at least three spaces apart; a cell holds single spaces at most.
 CELL_SPLIT = re.compile(r"\s{2,}")
+# One shape of NVIDIA_L20 at M = 1 (FAST beats the default) and M = 16 (the default wins).
+PLAN = {
+    (576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
+    (576, 7168, 16): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 12.0)],
+}
 
 
 def invoke(*args, **options):
     """`tuner ARGS` in this process (each argument str()-ed); `options` as
     `typer.testing.CliRunner.invoke` takes them (env, terminal_width)."""
     return CliRunner().invoke(app, [str(arg) for arg in args], **options)
+
+
+def ok(*args, **options):
+    """`invoke`, asserting that the command exited 0 (its output in the failure message)."""
+    result = invoke(*args, **options)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def query(path, sql: str, *params) -> list[tuple]:
+    """The rows of `sql` (with `params`) on the SQLite file at `path`; a write is committed."""
+    with sqlite3.connect(path, timeout=30) as connection:
+        return connection.execute(sql, params).fetchall()
 
 
 def one_line_error(result, text: str) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
+from tests.cli.common import query
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
@@ -120,6 +121,22 @@ def tuner_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def start_tuner(*args: str, cwd: Path, quiet: bool = False, new_session: bool = False, **env: str):
+    """`tuner ARGS` started in `cwd` (`tuner_command`, `tuner_env(**env)`), its stdout and
+    stderr read as text through pipes, or thrown away when `quiet`; in a session of its own
+    (a process group to kill) with `new_session`."""
+    out = subprocess.DEVNULL if quiet else subprocess.PIPE
+    return subprocess.Popen(
+        tuner_command(*args),
+        cwd=cwd,
+        env=tuner_env(**env),
+        stdout=out,
+        stderr=out,
+        text=True,
+        start_new_session=new_session,
+    )
+
+
 def run_tuner(*args: str, cwd: Path, timeout: float = 300, **env: str):
     return subprocess.run(
         tuner_command(*args),
@@ -129,11 +146,6 @@ def run_tuner(*args: str, cwd: Path, timeout: float = 300, **env: str):
         text=True,
         timeout=timeout,
     )
-
-
-def query(db: Path, sql: str, *params) -> list[tuple]:
-    with sqlite3.connect(db, timeout=30) as connection:
-        return connection.execute(sql, params).fetchall()
 
 
 def count(db: Path, sql: str) -> int:

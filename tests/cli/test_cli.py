@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 import typer.main
 
-from tests.cli.common import invoke, table_rows
+from tests.cli.common import invoke, ok, table_rows
 from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tuner.cli import output
 from tuner.cli.app import app
@@ -18,8 +18,7 @@ from tuner.kernels.dense.family import config_file_name
 
 def test_help_lists_the_commands():
     """Every command typer knows (the README's table lists each: tests/test_docs_commands.py)."""
-    result = invoke("--help")
-    assert result.exit_code == 0
+    result = ok("--help")
     commands = typer.main.get_command(app).commands
     assert len(commands) > 10
     for name, command in commands.items():
@@ -38,12 +37,10 @@ def test_parse_m_values():
 
 
 def test_shapes_list_and_show():
-    listed = invoke("shapes", "list")
-    assert listed.exit_code == 0
+    listed = ok("shapes", "list")
     for model in ("qwen3.8-27b", "deepseek-v3", "tiny"):
         assert model in listed.stdout
-    shown = invoke("shapes", "show", "qwen3.8-27b", "--tp", "2")
-    assert shown.exit_code == 0
+    shown = ok("shapes", "show", "qwen3.8-27b", "--tp", "2")
     for n, k in ((17408, 5120), (5120, 3072), (5120, 8704), (7168, 5120), (8192, 5120)):
         assert re.search(rf"\b{n}\s*│\s*{k}\b", shown.stdout)
     # One source for the TP size (the README says so), not one per shape.
@@ -67,8 +64,7 @@ def test_old_schema_asks_for_upgrade(tmp_path):
 
 
 def test_db_upgrade_creates_the_schema(tmp_path):
-    result = invoke("db", "upgrade", "--db", f"sqlite:///{tmp_path}/new.db")
-    assert result.exit_code == 0
+    ok("db", "upgrade", "--db", f"sqlite:///{tmp_path}/new.db")
     with sqlite3.connect(tmp_path / "new.db") as connection:
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
     assert {"devices", "environments", "sweeps", "tasks", "trials"} <= tables
@@ -133,8 +129,7 @@ def test_export_keeps_to_current_trials_unless_allow_stale(tmp_path):
 def test_winners_keeps_to_current_trials_unless_allow_stale(tmp_path, monkeypatch):
     monkeypatch.setattr(output.console, "_width", 220)  # one table row per line
     db = _stale_store(tmp_path)
-    current = invoke("winners", "--device", "L20", "--db", db)
-    assert current.exit_code == 0, current.output
+    current = ok("winners", "--device", "L20", "--db", db)
     rows = table_rows(current.stdout)
     assert rows == [["5120", "3072", "1", "16x64x128 g1 w4 s3", "8.0", "10.0", "1.25x", "-"]]
     assert current.stderr.splitlines() == [_stale_note()]
@@ -156,6 +151,5 @@ def test_mounts_from_the_store_allow_stale(tmp_path):
         "error: NVIDIA_L20 has no complete file yet; --allow-partial mounts what "
         "there is; --allow-stale also uses stale trials",
     ]
-    mounted = invoke("mounts", "--device", "L20", "--db", db, "--allow-stale")
-    assert mounted.exit_code == 0, mounted.output
+    mounted = ok("mounts", "--device", "L20", "--db", db, "--allow-stale")
     assert "N=5120,K=3072,device_name=NVIDIA_L20" in mounted.stdout

@@ -14,7 +14,7 @@ import pytest
 
 from db.connection import open_store, session_scope
 from db.files import list_imports
-from tests.cli.common import invoke
+from tests.cli.common import invoke, ok
 from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
 from tuner.files.format import dump_config_file
 from tuner.files.merge import build_device_files, dense_key, import_targets
@@ -93,8 +93,7 @@ def test_folder_imports_what_vllm_reads_and_says_what_it_skipped(tmp_path: Path,
 
 def test_a_lone_sglang_spelling_is_imported(tmp_path, db):
     # With the vLLM spelling beside it, it is skipped: the folder test above.
-    result = invoke("import", vllm_folder(tmp_path) / SGLANG_NAME, "--db", db, "--no-check")
-    assert result.exit_code == 0, result.output
+    ok("import", vllm_folder(tmp_path) / SGLANG_NAME, "--db", db, "--no-check")
     assert stored(db, "file_name", "configs") == [(SGLANG_NAME, {1: SLOW})]
 
 

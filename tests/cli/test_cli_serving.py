@@ -14,23 +14,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli.common import flat, invoke, one_line_error
+from tests.cli.common import PLAN, flat, invoke, ok, one_line_error
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, row_counts
 from tests.tuner.inputs.logfixtures import DSV3_TP8, sglang_log, vllm_log
 from tuner.files.format import dump_config_file
 from tuner.kernels.dense.family import config_file_name, engine_file_name
 
-PLAN = {
-    (576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
-    (576, 7168, 16): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 12.0)],
-}
-
 
 def test_from_log_names_a_packaged_model_that_covers_it(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     log.write_bytes(vllm_log().encode())
-    result = invoke("shapes", "from-log", str(log))
-    assert result.exit_code == 0, result.output
+    result = ok("shapes", "from-log", str(log))
     out = flat(result.stdout)
     assert (
         "20 warning(s) from vllm; device_name NVIDIA_L20; model Qwen/Qwen3.8-27B-FP8; TP 2" in out
@@ -44,17 +38,14 @@ def test_from_log_names_a_packaged_model_that_covers_it(tmp_path: Path) -> None:
 def test_from_log_save_then_show(tmp_path: Path) -> None:
     log = tmp_path / "sglang.log"
     log.write_text(sglang_log())
-    suggested = invoke("shapes", "from-log", str(log))
-    assert suggested.exit_code == 0
+    suggested = ok("shapes", "from-log", str(log))
     assert flat(suggested.stdout).endswith(
         "tuner sweep --device NVIDIA_H20-3e --model deepseek-v3-log --tp 8 "
         "tuner export --device NVIDIA_H20-3e --out configs/ --engine sglang"
     )
-    saved = invoke("shapes", "from-log", str(log), "--save", "dsv3-h20")
-    assert saved.exit_code == 0, saved.output
+    saved = ok("shapes", "from-log", str(log), "--save", "dsv3-h20")
     assert "tuner sweep --device NVIDIA_H20-3e --model dsv3-h20 --tp 8" in flat(saved.stdout)
-    shown = invoke("shapes", "show", "dsv3-h20")
-    assert shown.exit_code == 0
+    shown = ok("shapes", "show", "dsv3-h20")
     assert "dsv3-h20 TP 8, block_shape [128, 128]" in shown.stdout
     assert "source: 'Config file not found' warnings in sglang.log" in flat(shown.stdout)
     assert "dsv3-h20" in invoke("shapes", "list").stdout
@@ -75,8 +66,7 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
     log = tmp_path / "dsv3 serve.log"  # a space: the suggested command quotes the path
     dsv3 = {"ranks": range(8), "model": "deepseek-ai/DeepSeek-V3", "tp": 8, "device": "NVIDIA_H200"}
     log.write_text(vllm_log(DSV3_TP8, config_line=False, **dsv3))
-    result = invoke("shapes", "from-log", str(log))
-    assert result.exit_code == 0, result.output
+    result = ok("shapes", "from-log", str(log))
     assert "model deepseek-ai/DeepSeek-V3; TP 8" in flat(result.stdout)  # from non-default args
     command, saved = run_suggested_save(result.stdout)
     # deepseek-v3 is packaged (its TP 8 lacks 2112 x 7168): the suggestion is a free name.
@@ -132,8 +122,7 @@ def test_import_for_an_unknown_device_changes_nothing(tmp_path: Path, db) -> Non
         "file's device 'NVIDIA_H200'",
     )
     assert row_counts(db) == before
-    moved = invoke("import", str(path), "--device", "L20", "--db", db, "--no-check")
-    assert moved.exit_code == 0
+    moved = ok("import", str(path), "--device", "L20", "--db", db, "--no-check")
     assert "for NVIDIA_L20 (file named for NVIDIA_H200) as 'imported'" in moved.stdout
 
 
@@ -147,10 +136,7 @@ def test_export_merges_imports_and_spells_for_sglang(tmp_path: Path, db) -> None
         == 0
     )
     out = tmp_path / "out"
-    result = invoke(
-        "export", "--device", "L20", "--out", str(out), "--engine", "sglang", "--db", db
-    )
-    assert result.exit_code == 0, result.output
+    result = ok("export", "--device", "L20", "--out", str(out), "--engine", "sglang", "--db", db)
     name = engine_file_name(shipped.name, "sglang")
     assert [p.name for p in out.iterdir()] == [name]
     written = json.loads((out / name).read_text())
@@ -164,8 +150,7 @@ def test_export_merges_imports_and_spells_for_sglang(tmp_path: Path, db) -> None
 def test_mounts_from_store_and_folder(tmp_path: Path, db) -> None:
     fill(db, PLAN, m_values=(1, 16))
     name = config_file_name(576, 7168, "NVIDIA_L20")
-    result = invoke("mounts", "--device", "L20", "--db", db)
-    assert result.exit_code == 0, result.output
+    result = ok("mounts", "--device", "L20", "--db", db)
     site = "/usr/local/lib/python3.12/dist-packages"
     target = f"{site}/vllm/model_executor/layers/quantization/utils/configs/{name}"
     assert f'  -v "$PWD/configs/{name}:{target}:ro" \\' in result.stdout.splitlines()
@@ -180,8 +165,7 @@ def test_mounts_from_store_and_folder(tmp_path: Path, db) -> None:
     folder.mkdir()
     (folder / name).write_text(GOOD)
     sglang = "--engine sglang --format k8s --site-packages /opt/py".split()
-    k8s = invoke("mounts", "--device", "L20", "--files", str(folder), *sglang)
-    assert k8s.exit_code == 0, k8s.output
+    k8s = ok("mounts", "--device", "L20", "--files", str(folder), *sglang)
     spaced = engine_file_name(name, "sglang")
     parts = [doc for doc in yaml.safe_load_all(k8s.stdout) if doc]
     assert parts[0]["data"] == {"n576-k7168-b128x128.json": GOOD}
@@ -243,8 +227,7 @@ def test_mounts_follow_the_engine_and_triton_versions(tmp_path: Path) -> None:
         "--engine sglang`",
     )
     (folder / moe).write_text(dump_config_file({1: FAST}))  # as export --engine sglang writes
-    with_moe = invoke(*args, "3.8.0")
-    assert with_moe.exit_code == 0, with_moe.output
+    with_moe = ok(*args, "3.8.0")
     moe_dir = "/opt/py/sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_8_0"
     assert [line for line in with_moe.stdout.splitlines() if line.startswith("  -v")] == [
         f'  -v "{folder.resolve()}/{moe}:{moe_dir}/{moe.replace(",128]", ", 128]")}:ro" \\',
@@ -260,8 +243,7 @@ def test_export_for_sglang_flags_entries_it_rewrites_on_read(tmp_path: Path, db)
     shipped.write_text(dump_config_file({1: {**FAST, "BLOCK_SIZE_K": 64}, 16: FAST}))
     assert invoke("import", str(shipped), "--db", db, "--no-check", "--no-publish").exit_code == 0
     export = f"export --device AMD_Instinct_MI300X --out {tmp_path / 'out'} --db {db}".split()
-    result = invoke(*export, "--engine", "sglang")
-    assert result.exit_code == 0, result.output
+    result = ok(*export, "--engine", "sglang")
     name = engine_file_name(
         shipped.name, "sglang"
     )  # the rule: tests/tuner/files/test_engine_folders.py
@@ -279,8 +261,7 @@ def test_an_h200_nvl_mounts_vllms_moe_files_named_for_every_h200(tmp_path: Path)
     moe = "E=8,N=64,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
     (folder / moe).write_text(dump_config_file({1: FAST}))
     for device in ("NVIDIA_H200_NVL", "H200 NVL", "H200"):
-        done = invoke("mounts", "--device", device, "--files", str(folder))
-        assert done.exit_code == 0, done.output
+        done = ok("mounts", "--device", device, "--files", str(folder))
         assert f'  -v "{folder.resolve()}:/opt/blockfp8-tuner/moe-configs:ro" \\' in (
             done.stdout.splitlines()
         ), done.stdout

@@ -12,7 +12,7 @@ import pytest
 
 from db import repo
 from db.connection import open_store, session_scope
-from tests.cli.common import invoke
+from tests.cli.common import invoke, ok
 from tests.standin_vllm import CAPABILITY_VARIABLE, VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tuner.compare.versus import BACKENDS
@@ -38,8 +38,7 @@ def _stored(db: str):
 def test_compare_tiny_on_the_interpreter(db) -> None:
     # N=256,K=384 has a file whose M=1 winner is FAST; N=576,K=256 has no trials.
     fill(db, FAST_AT_1, **TINY)
-    result = invoke(*COMPARE, "--db", db)
-    assert result.exit_code == 0, result.output
+    result = ok(*COMPARE, "--db", db)
     lines = result.stdout.splitlines()
     assert "triton-tuned: M=1 16x64x128 g1 w4 s3" in lines
     assert "not timed: vllm-cutlass: CPU run: vLLM's GPU kernels are not timed" in lines
@@ -110,8 +109,7 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(
     for winner, kernel in ((SLOW, "builtin"), (FAST, "vllm")):
         trials = {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (winner, False, "ok", 5.0)]}
         fill(db, trials, **TINY, kernel=kernel)
-    result = invoke(*COMPARE, "--db", db)
-    assert result.exit_code == 0, result.output
+    result = ok(*COMPARE, "--db", db)
     assert (
         f"triton-tuned: files of vllm {VERSION} kernel trials, triton {MINOR}; timed "
         "with the vllm kernel"

@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.settings import Settings
-from tests.cli.common import invoke
+from tests.cli.common import invoke, ok
 from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli import serving as pull_module
 from tuner.kernels.engines import SGLANG_NOTE
@@ -136,8 +136,7 @@ def test_tuner_mounts_every_format(store: str, no_server, device_name: str, fmt:
     args = ["mounts", "--device", DEVICES[device_name], "--format", fmt, "--db", store]
     if fmt.endswith("-pull"):  # pinned: made from the store here, the server never asked
         args += ["--server", SERVER, "--release", "1"]
-    run = invoke(*args)
-    assert run.exit_code == 0, run.output
+    run = ok(*args)
     if fmt.endswith("-pull"):
         assert run.stderr.startswith(
             f"note: {device_name} release 1 read from the store here (content "
@@ -151,12 +150,10 @@ def test_tuner_mounts_every_format(store: str, no_server, device_name: str, fmt:
 def test_no_flag_for_sglang_or_the_interpreter(store: str, no_server, fmt: str) -> None:
     pull = ["--server", SERVER, "--release", "1"] if fmt.endswith("-pull") else []
     sglang = "--engine sglang --triton-version 3.8.0".split()
-    sglang = invoke("mounts", "--device", "L20", "--format", fmt, "--db", store, *sglang, *pull)
-    assert sglang.exit_code == 0, sglang.output
+    sglang = ok("mounts", "--device", "L20", "--format", fmt, "--db", store, *sglang, *pull)
     assert "--linear-backend" not in sglang.stdout and "Marlin" not in sglang.stdout
     assert f"# {SGLANG_NOTE}" in sglang.stdout.splitlines()
-    cpu = invoke("mounts", "--device", "interpreter", "--format", fmt, "--db", store, *pull)
-    assert cpu.exit_code == 0, cpu.output
+    cpu = ok("mounts", "--device", "interpreter", "--format", fmt, "--db", store, *pull)
     assert "--linear-backend" not in cpu.stdout
     assert " ".join(INTERPRETER_ADVICE) in " ".join(comments(cpu.stdout))
 

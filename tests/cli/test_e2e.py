@@ -13,7 +13,7 @@ import zipfile
 import httpx
 import pytest
 
-from tests.cli.common import invoke
+from tests.cli.common import ok
 
 # M = 1 and a multiple of 16: both specializations of M
 SWEEP = "sweep --device interpreter --model tiny --m 1,32 --strategy optuna --trials 3".split()
@@ -80,8 +80,8 @@ def test_every_trial_is_stored_checked_and_the_default_is_timed_in_every_task(sw
         "max(rel_error) FROM trials GROUP BY task_id",
     )
     assert len(per_task) == 4
-    for _, trials, defaults, ok, max_error in per_task:
-        assert (trials, defaults, ok) == (3, 1, 3)
+    for _, trials, defaults, ok_trials, max_error in per_task:
+        assert (trials, defaults, ok_trials) == (3, 1, 3)
         assert 0 < max_error < 1e-2
     defaults = rows(folder, f"SELECT DISTINCT {', '.join(KEYS)} FROM trials WHERE is_default")
     assert defaults == [(64, 128, 128, 32, 4, 2)]
@@ -110,8 +110,7 @@ def test_rerun_resumes_without_measuring_again(swept, monkeypatch):
     folder, _ = swept
     before = rows(folder, "SELECT * FROM trials ORDER BY trial_id")
     monkeypatch.chdir(folder)  # in this process: the first run covered `python -m tuner.cli`
-    again = invoke(*SWEEP, "--db", f"sqlite:///{folder}/tuner.db")
-    assert again.exit_code == 0, again.output
+    again = ok(*SWEEP, "--db", f"sqlite:///{folder}/tuner.db")
     assert "(resumed)" in again.stdout
     assert "0 trials run now" in " ".join(again.stdout.split())
     assert rows(folder, "SELECT * FROM trials ORDER BY trial_id") == before

@@ -16,7 +16,7 @@ from api.app import create_app
 from api.settings import Settings
 from db.connection import open_store, session_scope
 from db.files import record_import
-from tests.cli.common import invoke
+from tests.cli.common import invoke, ok
 from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tuner.files.format import dump_config_file
 from tuner.kernels.dense.family import config_file_name
@@ -32,10 +32,7 @@ def import_shipped(tmp_path: Path, *flags: str) -> str:
     """A store holding NAME imported by `tuner import` as 'vllm-0.33.0', unchecked."""
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     (tmp_path / NAME).write_text(SHIPPED)
-    imported = invoke(
-        "import", str(tmp_path / NAME), "--label", "vllm-0.33.0", "--db", db, "--no-check", *flags
-    )
-    assert imported.exit_code == 0, imported.output
+    ok("import", str(tmp_path / NAME), "--label", "vllm-0.33.0", "--db", db, "--no-check", *flags)
     return db
 
 
@@ -64,8 +61,7 @@ def import_two_sources(tmp_path: Path) -> str:
 def test_imported_only_device_is_exported_published_and_served(tmp_path: Path) -> None:
     db = import_shipped(tmp_path)
     out = tmp_path / "out"
-    exported = invoke("export", "--device", "NVIDIA_L20", "--out", str(out), "--db", db)
-    assert exported.exit_code == 0, exported.output
+    exported = ok("export", "--device", "NVIDIA_L20", "--out", str(out), "--db", db)
     assert (out / NAME).read_text() == SHIPPED
     note = "M=1: imported from 'vllm-0.33.0', not measured here (no comparison with the default)"
     assert note in " ".join(exported.stdout.split())
@@ -158,8 +154,7 @@ def test_swept_device_lists_its_imports_without_the_imported_only_note(tmp_path:
 def test_an_entry_that_cannot_launch_is_left_out_of_every_output(tmp_path: Path) -> None:
     db = import_two_sources(tmp_path)
     line = f"left out {NAME_B} M=1 (imported from 'shipped L20'): {LEFT_OUT}"
-    exported = invoke("export", "--device", "L20", "--out", str(tmp_path), "--db", db)
-    assert exported.exit_code == 0, exported.output
+    exported = ok("export", "--device", "L20", "--out", str(tmp_path), "--db", db)
     assert json.loads((tmp_path / NAME_B).read_text()) == {"64": FAST}
     assert exported.stderr.splitlines() == [
         "NVIDIA_L20: imported entries only (`tuner import`), never measured here",

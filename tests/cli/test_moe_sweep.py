@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.settings import Settings
-from tests.cli.common import invoke
+from tests.cli.common import invoke, ok
 from tuner.inputs.shapes import ShapesFileError, _load_text, load_shapes
 from tuner.kernels.moe.family import expert_shape
 from tuner.kernels.moe.space import default_config
@@ -86,18 +86,14 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path, db) -> None:
             '  -v "$PWD/configs:/opt/blockfp8-tuner/moe-configs:ro" \\',
             "  -e VLLM_TUNED_CONFIG_FOLDER=/opt/blockfp8-tuner/moe-configs \\",
         ]
-    winners = invoke("winners", "--device", "interpreter", "--db", db, env={"COLUMNS": "200"})
-    assert winners.exit_code == 0, winners.output
+    winners = ok("winners", "--device", "interpreter", "--db", db, env={"COLUMNS": "200"})
     kernels = [
         line.split()[:4]
         for line in winners.stdout.splitlines()
         if line.startswith(("dense", "moe"))
     ]
     assert kernels == [["dense", "256", "128", "1"], ["moe", "E=4,top_k=2", "64", "128"]]
-    verify = invoke(
-        "verify", "--device", "interpreter", "--model", "tiny-moe", "--db", db, "--m", "1"
-    )
-    assert verify.exit_code == 0, verify.output
+    verify = ok("verify", "--device", "interpreter", "--model", "tiny-moe", "--db", db, "--m", "1")
     assert verify.stdout.splitlines()[0] == (
         "note: MoE files are not verified yet (tiny-moe TP 1: E=4 N=64)"
     )

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import subprocess
 import zipfile
 from pathlib import Path
 
@@ -16,14 +15,10 @@ from sqlalchemy import text
 
 from db.connection import connect, open_store, session_scope
 from db.files import blob, get_release, list_releases
-from tests.cli.common import invoke
-from tests.cli.robust import tuner_command, tuner_env
-from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, reset_postgresql
+from tests.cli.common import PLAN, invoke, ok
+from tests.cli.robust import start_tuner
+from tests.storefill import DEFAULT, SLOW, TRITON, fill, reset_postgresql
 
-PLAN = {
-    (576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
-    (576, 7168, 16): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 12.0)],
-}
 NAME = "N=576,K=7168,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
 TUNED = f"; tuned with torch 2.11.0, triton {TRITON}, kernels of builtin"
 UNCHANGED = "NVIDIA_L20: files unchanged since release 1; no new release" + TUNED
@@ -50,8 +45,7 @@ def test_publish_freezes_the_exported_bytes_once(tmp_path: Path) -> None:
     assert first.stdout.strip().endswith(TUNED)
     assert publish(db, "NVIDIA_L20").stdout.strip() == UNCHANGED
     out = tmp_path / "o"
-    exported = invoke("export", "--device", "L20", "--out", str(out), "--db", db)
-    assert exported.exit_code == 0, exported.output
+    ok("export", "--device", "L20", "--out", str(out), "--db", db)
     expected = (out / NAME).read_bytes()
     engine = open_store(db)
     with session_scope(engine) as session:
@@ -114,11 +108,8 @@ def test_publish_at_once_makes_one_release(tmp_path: Path, url: str | None) -> N
     else:
         reset_postgresql(url)
     fill(url, PLAN, m_values=(1, 16))
-    command = tuner_command("publish", "--device", "L20", "--db", url)
-    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-    processes = [
-        subprocess.Popen(command, cwd=tmp_path, env=tuner_env(), **pipes) for _ in range(3)
-    ]
+    command = ("publish", "--device", "L20", "--db", url)
+    processes = [start_tuner(*command, cwd=tmp_path) for _ in range(3)]
     results = [(p.communicate(timeout=120), p.returncode) for p in processes]
     assert [code for _, code in results] == [0, 0, 0], results
     lines = sorted(out.strip() for (out, _), _ in results)

@@ -20,8 +20,8 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.settings import Settings
-from tests.cli.common import invoke
-from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill
+from tests.cli.common import PLAN, invoke
+from tests.storefill import FAST, TRITON, fill
 from tuner.cli import serving as pull_module
 from tuner.files.format import dump_config_file
 from tuner.files.pull import MARKER
@@ -30,10 +30,6 @@ from tuner.kernels.dense.family import config_file_name
 SERVER = "http://tuner:8000"
 A = config_file_name(576, 7168, "NVIDIA_L20")
 B = config_file_name(5120, 3072, "NVIDIA_L20")
-PLAN = {
-    (576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
-    (576, 7168, 16): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 12.0)],
-}
 
 
 def tuner(command: str):

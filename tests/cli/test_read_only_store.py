@@ -20,7 +20,7 @@ import pytest
 
 import db.connection
 import tuner.cli.store
-from tests.cli.common import invoke, one_line_error
+from tests.cli.common import invoke, ok, one_line_error
 from tests.storefill import DEFAULT, FAST, fill
 
 WAL_FILES = ("tuner.db-wal", "tuner.db-shm")
@@ -33,8 +33,7 @@ def store(tmp_path):
         (256, 384, m): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)] for m in (1, 16, 32)
     }
     fill(f"sqlite:///{path}", plan)
-    expected = invoke("winners", "--device", "L20", "--db", f"sqlite:///{path}")
-    assert expected.exit_code == 0, expected.output
+    expected = ok("winners", "--device", "L20", "--db", f"sqlite:///{path}")
     # The in-process command's engine closes its connections when collected; the last one to
     # close checkpoints and removes -wal and -shm. Collect now, so that this does not happen
     # during the test and change the folder's listing under it.

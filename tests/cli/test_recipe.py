@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import tuner
-from tests.cli.common import invoke, one_line_error
+from tests.cli.common import invoke, ok, one_line_error
 from tuner.files.mounts import advice_comments
 
 IMAGE = "vllm/vllm-openai:v0.33.0"
@@ -51,8 +51,7 @@ def test_the_docker_line_round_trips_through_shell_quoting() -> None:
 
 def test_shell_characters_in_the_image_stay_one_word() -> None:
     tricky = "registry.local/v'llm:$(touch${IFS}x)`y`\\"
-    run = invoke("recipe", "sweep", "--image", tricky, "--device", "L20", "--model", "tiny")
-    assert run.exit_code == 0, run.output
+    run = ok("recipe", "sweep", "--image", tricky, "--device", "L20", "--model", "tiny")
     argv = shlex.split(run.stdout.splitlines()[-1])
     assert argv[argv.index("--entrypoint") + 2] == tricky
 

@@ -26,10 +26,9 @@ from tests.cli.robust import (
     query,
     remeasured_after_done,
     run_tuner,
+    start_tuner,
     sweep_args,
     trial_rows,
-    tuner_command,
-    tuner_env,
     wait_for,
     winners,
     write_landscape,
@@ -125,17 +124,14 @@ def test_sweep_killed_8_times_resumes_to_the_same_trials_and_winners(
 ):
     rng = random.Random(20261201)
     db, log_path = tmp_path / "tuner.db", tmp_path / "measured.log"
-    env = tuner_env(TUNER_LEASE_S=LEASE_S, TUNER_TEST_MEASURE_LOG=str(log_path))
-    command = tuner_command(*kill_args(landscape, db))
+    env = {"TUNER_LEASE_S": LEASE_S, "TUNER_TEST_MEASURE_LOG": str(log_path)}
     kills = []
     while len(kills) < SWEEP_KILLS:
         # a few trials into the run (0: while it starts), then a random fraction of a trial
         after, pause_s = rng.choice([0, 1, 1, 2, 3, 4]), rng.uniform(0.0, 0.03)
         if after == 0:
             pause_s = rng.uniform(0.1, 1.0)
-        sweep = subprocess.Popen(
-            command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        sweep = start_tuner(*kill_args(landscape, db), cwd=tmp_path, quiet=True, **env)
         running = new_trials_then(db, sweep, after, pause_s)
         if not running:
             break
@@ -144,12 +140,7 @@ def test_sweep_killed_8_times_resumes_to_the_same_trials_and_winners(
         kills.append((after, round(pause_s, 3), count(db, "SELECT count(*) FROM trials")))
     # (new trials, pause s, trials stored) per kill
     assert len(kills) == SWEEP_KILLS, f"the sweep finished before all kills: shorten {kills}"
-    last = run_tuner(
-        *kill_args(landscape, db),
-        cwd=tmp_path,
-        TUNER_LEASE_S=LEASE_S,
-        TUNER_TEST_MEASURE_LOG=str(log_path),
-    )
+    last = run_tuner(*kill_args(landscape, db), cwd=tmp_path, **env)
     assert last.returncode == 0, last.stderr
     check_against(db, log_path, len(kills), uninterrupted)
 
@@ -170,15 +161,8 @@ def test_worker_killed_while_the_sweep_runs_is_restarted_and_loses_nothing(
 ):
     rng = random.Random(8)
     db, log_path = tmp_path / "tuner.db", tmp_path / "measured.log"
-    env = tuner_env(TUNER_LEASE_S=LEASE_S, TUNER_TEST_MEASURE_LOG=str(log_path))
-    sweep = subprocess.Popen(
-        tuner_command(*kill_args(landscape, db)),
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    env = {"TUNER_LEASE_S": LEASE_S, "TUNER_TEST_MEASURE_LOG": str(log_path)}
+    sweep = start_tuner(*kill_args(landscape, db), cwd=tmp_path, **env)
     kills = []
     try:
         for _ in range(WORKER_KILLS):
@@ -211,15 +195,8 @@ def test_worker_killed_while_the_sweep_runs_is_restarted_and_loses_nothing(
 def test_a_killed_sweep_leaves_no_worker_and_resumes(landscape, uninterrupted, tmp_path, sig):
     db = tmp_path / "tuner.db"
     # Replayed trials of 50 ms: the kill lands mid-sweep.
-    env = tuner_env(TUNER_LEASE_S=LEASE_S, TUNER_TEST_TRIAL_SLEEP_S="0.05")
-    sweep = subprocess.Popen(
-        tuner_command(*kill_args(landscape, db)),
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    env = {"TUNER_LEASE_S": LEASE_S, "TUNER_TEST_TRIAL_SLEEP_S": "0.05"}
+    sweep = start_tuner(*kill_args(landscape, db), cwd=tmp_path, **env)
     wait_for(lambda: count(db, "SELECT count(*) FROM trials") >= 2, 60, "no trial stored")
     workers = children(sweep.pid)
     assert workers, "the sweep has no worker process"
@@ -334,14 +311,8 @@ def test_task_of_a_dead_worker_is_claimed_again_when_its_lease_expires(folder):
     db = folder / "tuner.db"
     # The worker hangs on the third config, so the first task is surely running when killed
     # (replayed trials take microseconds: without the hang the sweep could be over by then).
-    sweep = subprocess.Popen(
-        tuner_command(*grid_sweep(folder, "16")),
-        cwd=folder,
-        env=tuner_env(TUNER_LEASE_S="4", TUNER_FAULT_HANG=CRASHER.short()),
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    hang = {"TUNER_LEASE_S": "4", "TUNER_FAULT_HANG": CRASHER.short()}
+    sweep = start_tuner(*grid_sweep(folder, "16"), cwd=folder, quiet=True, new_session=True, **hang)
     wait_for(lambda: count(db, "SELECT count(*) FROM trials") >= 2, 60, "no trial stored")
     os.killpg(sweep.pid, signal.SIGKILL)
     sweep.wait(10)

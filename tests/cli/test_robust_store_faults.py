@@ -27,11 +27,10 @@ from tests.cli.robust import (
     measure_log,
     remeasured_after_done,
     run_tuner,
+    start_tuner,
     store_rows,
     sweep_args,
     trial_rows,
-    tuner_command,
-    tuner_env,
     wait_for,
     winners,
     write_landscape,
@@ -99,14 +98,8 @@ def server():
 
 
 def start_slow_sweep(folder, url: str, log, **env: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        tuner_command(*store_args(folder, url)),
-        cwd=folder,
-        env=tuner_env(TUNER_TEST_TRIAL_SLEEP_S=SLOW, TUNER_TEST_MEASURE_LOG=str(log), **env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    slow = {"TUNER_TEST_TRIAL_SLEEP_S": SLOW, "TUNER_TEST_MEASURE_LOG": str(log)}
+    return start_tuner(*store_args(folder, url), cwd=folder, **slow, **env)
 
 
 def wait_inside_a_trial(log, started: int) -> None:
@@ -246,19 +239,14 @@ def run_workers(folder, url: str, workers: int, *scope: str, sweeps: int = 0):
     log_path = folder / f"measured-{workers}.log"
     # Replayed trials take well under a millisecond: 50 ms each keeps a worker busy long
     # enough (16 tasks x 8 trials, about 6 s alone) for the others to start and claim tasks.
-    env = tuner_env(
-        TUNER_LEASE_S="4", TUNER_TEST_MEASURE_LOG=str(log_path), TUNER_TEST_TRIAL_SLEEP_S="0.05"
-    )
+    env = {"TUNER_LEASE_S": "4", "TUNER_TEST_MEASURE_LOG": str(log_path)}
+    worker = ["worker", *scope, *writer_args(folder, url)]
     processes = [
-        subprocess.Popen(
-            tuner_command(*sweep, "--no-publish")
-            if index < sweeps
-            else tuner_command("worker", *scope, *writer_args(folder, url)),
+        start_tuner(
+            *([*sweep, "--no-publish"] if index < sweeps else worker),
             cwd=folder,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            TUNER_TEST_TRIAL_SLEEP_S="0.05",
+            **env,
         )
         for index in range(workers)
     ]

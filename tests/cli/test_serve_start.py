@@ -9,7 +9,7 @@ import pytest
 import uvicorn
 
 from db.connection import open_store
-from tests.cli.common import invoke
+from tests.cli.common import ok
 
 CLOSED = (
     "note: TUNER_API_TOKEN is unset or blank: write routes (POST /sweeps, POST "
@@ -29,8 +29,7 @@ def test_serve_says_when_writes_are_closed(
     env = {} if token is None else {"TUNER_API_TOKEN": token}
     monkeypatch.setenv("TUNER_MAX_BODY_BYTES", "5000")
     open_store(f"sqlite:///{tmp_path / 't.db'}").dispose()  # serve refuses a missing store
-    result = invoke("serve", "--db", f"sqlite:///{tmp_path / 't.db'}", "--port", "8123", env=env)
-    assert result.exit_code == 0, result.output
+    result = ok("serve", "--db", f"sqlite:///{tmp_path / 't.db'}", "--port", "8123", env=env)
     assert result.stderr.splitlines() == lines
     [(service, options)] = served
     assert options == {"host": "127.0.0.1", "port": 8123}

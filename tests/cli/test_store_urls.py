@@ -17,7 +17,7 @@ import pytest
 import uvicorn
 
 from db.connection import normalized_url, open_store
-from tests.cli.common import invoke
+from tests.cli.common import invoke, ok
 
 IMPORTED = "N=256,K=128,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
 CONFIG = (
@@ -125,8 +125,7 @@ def test_reading_commands_refuse_a_missing_sqlite_file(folder, command, url):
 def test_a_dry_run_on_no_store_plans_and_creates_nothing(folder, no_visible_gpu):
     # A GPU's plan: the interpreter's would time a calibration trial first.
     dry_run = "sweep --device L20 --model tiny --dry-run --m 1,16 --db sqlite:///new/tuner.db"
-    result = invoke(*dry_run.split())
-    assert result.exit_code == 0, result.output
+    result = ok(*dry_run.split())
     assert result.stdout.splitlines()[0] == "plan: NVIDIA_L20, tiny TP 1, guided"
     assert sorted(os.listdir(folder)) == [IMPORTED]
 
@@ -136,10 +135,7 @@ def test_serve_opens_a_store_that_exists_and_creates_one_only_when_asked(folder)
     env = {"TUNER_API_TOKEN": "tok"}
     result = invoke(*"serve --port 8123 --db sqlite:///tuner.db".split(), env=env)
     assert (result.exit_code, result.stderr) == (0, ""), result.output
-    created = invoke(
-        *"serve --port 8123 --create-store --db sqlite:///data/tuner.db".split(), env=env
-    )
-    assert created.exit_code == 0, created.output
+    created = ok(*"serve --port 8123 --create-store --db sqlite:///data/tuner.db".split(), env=env)
     assert created.stderr.splitlines() == ["note: created folder data for the store"]
     with sqlite3.connect(folder / "data" / "tuner.db") as connection:
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}

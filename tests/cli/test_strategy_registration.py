@@ -12,7 +12,7 @@ from pathlib import Path
 
 from api.app import create_app
 from api.settings import Settings
-from tests.cli.common import invoke
+from tests.cli.common import ok
 from tests.cli.robust import CONFIGS, write_landscape
 from tuner.core import CONFIG_KEYS
 from tuner.kernels.dense.space import default_config
@@ -47,8 +47,7 @@ if __name__ == "__main__":
 def test_a_registered_strategy_is_a_choice_in_help_and_in_the_api_schema(monkeypatch, tmp_path):
     monkeypatch.setitem(STRATEGIES, "reverse", None)  # removed again after the test
     exec(PROGRAM, {})  # registers `reverse`
-    shown = invoke("sweep", "--help", env={"COLUMNS": "200"})
-    assert shown.exit_code == 0, shown.output
+    shown = ok("sweep", "--help", env={"COLUMNS": "200"})
     assert "--strategy <grid|optuna|guided|reverse>" in shown.output
     schema = create_app(Settings(db_url=f"sqlite:///{tmp_path / 't.db'}")).openapi()
     strategy = schema["components"]["schemas"]["SweepCreate"]["properties"]["strategy"]

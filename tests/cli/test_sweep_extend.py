@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from tests.cli.common import invoke
+from tests.cli.common import ok
 from tests.cli.robust import sweep_args, write_landscape
 from tuner.core import CONFIG_KEYS
 
@@ -16,8 +16,7 @@ def _sweep(folder: Path, db: str, trials: int, *more: str, m: str = "1,16") -> s
     args = sweep_args(
         folder, f"sqlite:///{folder / db}", m, "--trials", str(trials), *more, strategy="optuna"
     )
-    result = invoke(*args)
-    assert result.exit_code == 0, result.output
+    result = ok(*args)
     return " ".join(result.stdout.split())
 
 

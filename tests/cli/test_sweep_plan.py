@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.cli.common import invoke, one_line_error
+from tests.cli.common import invoke, ok, one_line_error
 from tests.cli.robust import write_landscape
 from tests.storefill import FAST
 from tuner.core import vllm_device_name
@@ -107,8 +107,7 @@ def folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write_landscape(tmp_path, (16,))
     args = "sweep --device L20 --model tiny --m 16 --strategy optuna --trials 3 --replay l20.json"
-    created = invoke(*args.split(), "--no-run", "--db", "sqlite:///t.db")
-    assert created.exit_code == 0, created.output
+    created = ok(*args.split(), "--no-run", "--db", "sqlite:///t.db")
     assert "sweep 1 (new): NVIDIA_L20, tiny TP 1, 2 shapes x 1 M, optuna, no run" in created.stdout
     return tmp_path
 
@@ -144,8 +143,7 @@ def test_worker_refuses_what_it_cannot_run(folder, no_visible_gpu):
 
 
 def test_worker_with_nothing_to_do_says_so(folder):
-    result = invoke("worker", "--device", "interpreter", "--db", "sqlite:///t.db")
-    assert result.exit_code == 0, result.output
+    result = ok("worker", "--device", "interpreter", "--db", "sqlite:///t.db")
     assert "nothing to do: no unfinished task in sweeps on TRITON_INTERPRETER (space vllm)" in (
         " ".join(result.stdout.split())
     )
@@ -153,8 +151,7 @@ def test_worker_with_nothing_to_do_says_so(folder):
 
 def test_no_run_for_a_gpu_this_host_lacks(folder):
     args = "sweep --device H200 --model tiny --m 1 --no-run --db sqlite:///t.db"
-    result = invoke(*args.split())
-    assert result.exit_code == 0, result.output
+    result = ok(*args.split())
     assert "sweep 2 (new): NVIDIA_H200, tiny TP 1, 2 shapes x 1 M, guided, no run" in (
         result.stdout
     )

@@ -12,7 +12,7 @@ import typer.main
 from rich.console import Console
 
 from db.connection import open_store
-from tests.cli.common import invoke, table_rows
+from tests.cli.common import PLAN, invoke, ok, table_rows
 from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tests.test_docs_commands import _leaf_paths
 from tuner.cli import output
@@ -84,8 +84,7 @@ def store(tmp_path: Path) -> str:
 @pytest.mark.parametrize("command", ["winners --device L20", "status", "status --sweep 1"])
 def test_commands_fit_80_columns(store: str, command: str, monkeypatch) -> None:
     monkeypatch.setattr(output.console, "_width", 80)
-    result = invoke(*command.split(), "--db", store)
-    assert result.exit_code == 0, result.output
+    result = ok(*command.split(), "--db", store)
     lines = result.stdout.splitlines()
     assert lines and all(len(line) <= 80 for line in lines)
     assert "…" not in result.stdout
@@ -98,8 +97,7 @@ def test_commands_fit_80_columns(store: str, command: str, monkeypatch) -> None:
     "command", [leaf.split()[1:] for leaf in _leaf_paths(typer.main.get_command(app))], ids=" ".join
 )
 def test_help_fits_80_columns_uncut(command: list[str]) -> None:
-    result = invoke(*command, "--help", env={"COLUMNS": "80"}, terminal_width=80)
-    assert result.exit_code == 0, result.output
+    result = ok(*command, "--help", env={"COLUMNS": "80"}, terminal_width=80)
     assert "…" not in result.stdout
     assert all(len(line) <= 80 for line in result.stdout.splitlines())
 
@@ -108,11 +106,7 @@ def test_status(db, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(output.console, "_width", 220)  # one table row per line
     open_store(db).dispose()  # an empty store
     assert "no sweeps in the store yet" in invoke("status", "--db", db).stdout
-    plan = {
-        (576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
-        (576, 7168, 16): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 12.0)],
-    }
-    sweep_id = fill(db, plan, m_values=(1, 16, 32), fail_m=(32,))
+    sweep_id = fill(db, PLAN, m_values=(1, 16, 32), fail_m=(32,))
     table = invoke("status", "--db", db)
     assert table_rows(table.stdout) == [
         [str(sweep_id), "NVIDIA_L20", "test-model", "2", "grid", "2/3", "0", "0", "1", "4/4"]

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from tests.cli.common import CELL_SPLIT, invoke, one_line_error
+from tests.cli.common import CELL_SPLIT, invoke, ok, one_line_error
 from tests.standin_vllm import VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli import output
@@ -288,8 +288,7 @@ def test_fix_first_finishes_unfinished_sweeps_so_an_interrupted_fix_resumes(stor
     url, tmp_path = store
     configs = _default_only(tmp_path)
     sweep = ["sweep", "--device", "interpreter", "--model", "tiny", "--m", "8", "--db", url]
-    planned = invoke(*sweep, "--configs", configs, "--no-run")
-    assert planned.exit_code == 0, planned.output
+    ok(*sweep, "--configs", configs, "--no-run")
     partial = verify(url, "--allow-stale")
     assert partial.exit_code == 2
     assert "no winner yet for M=8" in partial.stderr
@@ -320,8 +319,7 @@ def test_end_to_end_on_the_interpreter(tmp_path, monkeypatch):
     monkeypatch.setattr(output.console, "_width", 220)
     tiny = ["--device", "interpreter", "--model", "one", "--m", "1", "--db", url]
     sweep = [*tiny, "--configs", str(configs), "--strategy", "grid", "--interpreter-reps", "1"]
-    swept = invoke("sweep", *sweep)
-    assert swept.exit_code == 0, swept.output
+    ok("sweep", *sweep)
     checked = invoke("verify", *tiny, "--rounds", "2")
     assert "note: the interpreter's timings are CPU timings" in checked.stdout
     found = sections(checked.stdout)
