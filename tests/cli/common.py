@@ -20,17 +20,18 @@ PLAN = {
 }
 
 
-def invoke(*args, **options):
-    """`tuner ARGS` in this process (each argument str()-ed); `options` as
+def invoke(*args, code: int | None = None, **options):
+    """`tuner ARGS` in this process (each argument str()-ed), asserting that it exited `code`
+    when given (its output in the failure message); `options` as
     `typer.testing.CliRunner.invoke` takes them (env, terminal_width)."""
-    return CliRunner().invoke(app, [str(arg) for arg in args], **options)
+    result = CliRunner().invoke(app, [str(arg) for arg in args], **options)
+    assert code is None or result.exit_code == code, result.output
+    return result
 
 
 def ok(*args, **options):
-    """`invoke`, asserting that the command exited 0 (its output in the failure message)."""
-    result = invoke(*args, **options)
-    assert result.exit_code == 0, result.output
-    return result
+    """`invoke`, asserting that the command exited 0."""
+    return invoke(*args, code=0, **options)
 
 
 def query(path, sql: str, *params) -> list[tuple]:
@@ -39,9 +40,9 @@ def query(path, sql: str, *params) -> list[tuple]:
         return connection.execute(sql, params).fetchall()
 
 
-def one_line_error(result, text: str) -> None:
-    """The command exited 2 with `error: TEXT` as its one line on stderr."""
-    assert result.exit_code == 2, result.output
+def one_line_error(result, text: str, code: int = 2) -> None:
+    """The command exited `code` with `error: TEXT` as its one line on stderr."""
+    assert result.exit_code == code, result.output
     assert result.stderr.strip().splitlines() == [f"error: {text}"]
 
 

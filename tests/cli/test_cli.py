@@ -2,12 +2,11 @@
 
 import json
 import re
-import sqlite3
 
 import pytest
 import typer.main
 
-from tests.cli.common import invoke, ok, table_rows
+from tests.cli.common import invoke, ok, query, table_rows
 from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tuner.cli import output
 from tuner.cli.app import app
@@ -50,23 +49,15 @@ def test_shapes_list_and_show():
     ]
 
 
-def test_old_schema_asks_for_upgrade(tmp_path):
-    store = tmp_path / "old.db"
-    with sqlite3.connect(store) as connection:
-        connection.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
-        connection.execute("INSERT INTO alembic_version VALUES ('0000')")
-    result = invoke(
-        "export", "--device", "L20", "--out", str(tmp_path / "out"), "--db", f"sqlite:///{store}"
-    )
-    assert result.exit_code == 2
+def test_db_upgrade_creates_the_schema_an_old_one_asks_for(tmp_path):
+    query(tmp_path / "old.db", "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
+    query(tmp_path / "old.db", "INSERT INTO alembic_version VALUES ('0000')")
+    old = f"sqlite:///{tmp_path}/old.db"
+    result = invoke("export", "--device", "L20", "--out", tmp_path / "out", "--db", old, code=2)
     assert result.stderr.count("\n") == 1
     assert "schema revision 0000" in result.stderr and "run `tuner db upgrade`" in result.stderr
-
-
-def test_db_upgrade_creates_the_schema(tmp_path):
     ok("db", "upgrade", "--db", f"sqlite:///{tmp_path}/new.db")
-    with sqlite3.connect(tmp_path / "new.db") as connection:
-        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    tables = {name for (name,) in query(tmp_path / "new.db", "SELECT name FROM sqlite_master")}
     assert {"devices", "environments", "sweeps", "tasks", "trials"} <= tables
 
 
@@ -77,15 +68,16 @@ def _stale_store(tmp_path):
     one = [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 8.0), (SLOW, False, "ok", 5.0)]
     sixteen = [(DEFAULT, True, "ok", 20.0), (FAST, False, "ok", 15.0)]
     fill(url, {(5120, 3072, 1): one, (5120, 3072, 16): sixteen}, model="m", m_values=(1, 16))
-    with sqlite3.connect(tmp_path / "stale.db") as connection:  # a copy of it, another kernel
-        connection.execute(
-            "INSERT INTO environments (device_id, gpu_name, compute_capability, driver, cuda, "
-            "torch, triton, tuner, kernel_hash) SELECT device_id, gpu_name, compute_capability, "
-            "driver, cuda, torch, triton, tuner, '0ld' FROM environments"
-        )
-        connection.execute(
-            "UPDATE trials SET environment_id = environment_id + 1 WHERE latency_us IN (5, 20, 15)"
-        )
+    query(  # a copy of its environment, another kernel
+        tmp_path / "stale.db",
+        "INSERT INTO environments (device_id, gpu_name, compute_capability, driver, cuda, "
+        "torch, triton, tuner, kernel_hash) SELECT device_id, gpu_name, compute_capability, "
+        "driver, cuda, torch, triton, tuner, '0ld' FROM environments",
+    )
+    query(
+        tmp_path / "stale.db",
+        "UPDATE trials SET environment_id = environment_id + 1 WHERE latency_us IN (5, 20, 15)",
+    )
     return url
 
 
@@ -96,58 +88,39 @@ STALE_NOTE = (
 )
 
 
-def _stale_note():
-    return STALE_NOTE.format(kernel=current_kernel_hash()[:12], triton=installed_triton_minor())
-
-
-def test_export_keeps_to_current_trials_unless_allow_stale(tmp_path):
+def test_export_winners_and_mounts_keep_to_current_trials_unless_allow_stale(tmp_path, monkeypatch):
+    monkeypatch.setattr(output.console, "_width", 220)  # one table row per line
     db = _stale_store(tmp_path)
+    note = STALE_NOTE.format(kernel=current_kernel_hash()[:12], triton=installed_triton_minor())
     name = config_file_name(5120, 3072, "NVIDIA_L20")
-
-    def export(out, *flags):
-        return invoke("export", "--device", "L20", "--out", tmp_path / out, "--db", db, *flags)
-
-    refused = export("a")
-    assert refused.exit_code == 1, refused.output
+    export = ["export", "--device", "L20", "--db", db, "--out"]
+    refused = invoke(*export, tmp_path / "a", code=1)
     assert refused.stderr.splitlines() == [
-        _stale_note(),
+        note,
         f"winners of builtin kernel trials, triton {installed_triton_minor()}",
         "skipped N=5120,K=3072: no winner yet for M=16; M=16 only have trials of another kernel "
         "or Triton (--allow-stale uses them)",
         "error: no file written; 1 shape(s) lack winners because their trials are stale: "
         "--allow-stale uses them",
     ]
-    partial = export("b", "--allow-partial")
-    assert partial.exit_code == 0, partial.output
+    ok(*export, tmp_path / "b", "--allow-partial")
     assert json.loads((tmp_path / "b" / name).read_text()) == {"1": FAST}
-    stale = export("c", "--allow-stale")
-    assert stale.exit_code == 0, stale.output
+    stale = ok(*export, tmp_path / "c", "--allow-stale")
     assert stale.stderr == ("winners of trials of every kernel source and Triton (--allow-stale)\n")
     assert json.loads((tmp_path / "c" / name).read_text()) == {"1": SLOW, "16": FAST}
-
-
-def test_winners_keeps_to_current_trials_unless_allow_stale(tmp_path, monkeypatch):
-    monkeypatch.setattr(output.console, "_width", 220)  # one table row per line
-    db = _stale_store(tmp_path)
     current = ok("winners", "--device", "L20", "--db", db)
     rows = table_rows(current.stdout)
     assert rows == [["5120", "3072", "1", "16x64x128 g1 w4 s3", "8.0", "10.0", "1.25x", "-"]]
-    assert current.stderr.splitlines() == [_stale_note()]
+    assert current.stderr.splitlines() == [note]
     stale = invoke("winners", "--device", "L20", "--db", db, "--allow-stale")
-    rows = table_rows(stale.stdout)
-    assert [row[2:6] for row in rows] == [
+    assert [row[2:6] for row in table_rows(stale.stdout)] == [
         ["1", "128x256x128 g64 w8 s5", "5.0", "10.0"],
         ["16", "16x64x128 g1 w4 s3", "15.0", "20.0"],
     ]
     assert stale.stderr == ""
-
-
-def test_mounts_from_the_store_allow_stale(tmp_path):
-    db = _stale_store(tmp_path)
-    refused = invoke("mounts", "--device", "L20", "--db", db)
-    assert refused.exit_code == 2
+    refused = invoke("mounts", "--device", "L20", "--db", db, code=2)
     assert refused.stderr.splitlines() == [
-        _stale_note(),
+        note,
         "error: NVIDIA_L20 has no complete file yet; --allow-partial mounts what "
         "there is; --allow-stale also uses stale trials",
     ]

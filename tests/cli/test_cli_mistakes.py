@@ -127,8 +127,7 @@ def test_a_mistake_is_one_line(tmp_path, monkeypatch, no_visible_gpu, command, l
     ],
 )
 def test_an_option_out_of_range_is_refused(args: str, option: str) -> None:
-    result = invoke(*args.split())
-    assert result.exit_code == 2
+    result = invoke(*args.split(), code=2)
     assert f"Invalid value for '{option}'" in result.output and "Traceback" not in result.output
 
 

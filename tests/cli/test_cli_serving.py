@@ -203,8 +203,7 @@ def test_bad_configs_files_change_nothing(tmp_path: Path, db, content: bytes, pr
     bad = tmp_path / "configs.json"
     bad.write_bytes(content)
     sweep = "sweep --device interpreter --model tiny --m 1 --strategy grid --configs".split()
-    result = invoke(*sweep, str(bad), "--db", db)
-    assert result.exit_code == 2, result.output
+    result = invoke(*sweep, str(bad), "--db", db, code=2)
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"error: {bad}: ") and problem in line
     assert row_counts(db) == before

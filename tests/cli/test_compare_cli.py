@@ -4,7 +4,6 @@ verdict lines; bad input is one line, exit 2."""
 from __future__ import annotations
 
 import importlib
-import sqlite3
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,7 +11,7 @@ import pytest
 
 from db import repo
 from db.connection import open_store, session_scope
-from tests.cli.common import invoke, ok
+from tests.cli.common import invoke, ok, query
 from tests.standin_vllm import CAPABILITY_VARIABLE, VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tuner.compare.versus import BACKENDS
@@ -69,8 +68,7 @@ def test_compare_bad_input(db) -> None:
         (["--model", "tiny", "--m", "0"], "--m: '0' is not a positive integer"),
         (["--model", "tiny", "--kernel", "vllm"], "--kernel vllm: vLLM is not importable here"),
     ]:
-        result = invoke("compare", "--device", "interpreter", *args, "--db", db)
-        assert result.exit_code == 2, result.output
+        result = invoke("compare", "--device", "interpreter", *args, "--db", db, code=2)
         (line,) = result.stderr.strip().splitlines()
         assert line.startswith("error: ") and message in line, line
 
@@ -82,8 +80,7 @@ def test_from_log_says_the_server_does_not_read_the_files(tmp_path: Path) -> Non
         "(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:30 [__init__.py:640] Selected "
         "MarlinFP8ScaledMMLinearKernel for Fp8LinearMethod\n"
     )
-    result = invoke("shapes", "from-log", str(marlin))
-    assert result.exit_code == 1, result.output
+    result = invoke("shapes", "from-log", str(marlin), code=1)
     assert "the tuned files are NOT read with this server's settings" in result.stdout
     assert "the Triton kernel did not run" in result.stderr
 
@@ -134,10 +131,10 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(
     # The verdicts' rules and words: tests/tuner/compare/test_versus.py
     # (test_the_flag_against_vllms_default_per_m_and_for_decode_and_prefill).
     assert any(line.startswith("--linear-backend triton, decode (M <= 32): ") for line in lines)
-    with sqlite3.connect(tmp_path / "tuner.db") as connection:
-        recorded = connection.execute(
-            "SELECT kernel_source, vllm FROM environments JOIN comparisons USING (environment_id)"
-        ).fetchall()
+    recorded = query(
+        tmp_path / "tuner.db",
+        "SELECT kernel_source, vllm FROM environments JOIN comparisons USING (environment_id)",
+    )
     assert recorded == [("vllm", VERSION)]
 
 

@@ -12,7 +12,6 @@ tests/tuner/files/test_mounts.py."""
 from __future__ import annotations
 
 import io
-import sqlite3
 import zipfile
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.settings import Settings
-from tests.cli.common import invoke, ok
+from tests.cli.common import invoke, ok, query
 from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli import serving as pull_module
 from tuner.kernels.engines import SGLANG_NOTE
@@ -91,13 +90,13 @@ def store(tmp_path_factory) -> str:
     db = f"sqlite:///{folder / 'tuner.db'}"
     for device in ("NVIDIA_L20", "NVIDIA_H200", "TRITON_INTERPRETER"):
         fill(db, PLAN, m_values=(1,), device_name=device)
-    with sqlite3.connect(folder / "tuner.db") as con:
-        for device, capability in (("NVIDIA_H200", "9.0"), ("TRITON_INTERPRETER", "")):
-            con.execute(
-                "UPDATE environments SET compute_capability = ? WHERE device_id IN "
-                "(SELECT device_id FROM devices WHERE device_name = ?)",
-                (capability, device),
-            )
+    for device, capability in (("NVIDIA_H200", "9.0"), ("TRITON_INTERPRETER", "")):
+        query(
+            folder / "tuner.db",
+            "UPDATE environments SET compute_capability = ? WHERE device_id IN "
+            "(SELECT device_id FROM devices WHERE device_name = ?)",
+            *(capability, device),
+        )
     for device in ("L20", "H200", "interpreter"):
         assert invoke("publish", "--device", device, "--db", db).exit_code == 0
     return db

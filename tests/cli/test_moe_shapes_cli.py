@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.cli.common import flat, invoke
+from tests.cli.common import flat, invoke, one_line_error
 from tests.tuner.inputs.logfixtures import MOE_DIR, non_default_args
 from tests.tuner.inputs.test_hfconfig import QWEN3_MOE
 from tuner.inputs.logs import read_log
@@ -102,11 +102,10 @@ def test_from_log_reads_block_fp8_moe_warnings_and_names_the_model(tmp_path: Pat
         "tuner sweep --device NVIDIA_H200 --model qwen3-30b-a3b-fp8 --tp 1"
     )
     saved = shapes("from-log", log, "--save", "x")
-    assert (saved.exit_code, saved.stderr) == (
-        2,
-        "error: the log names fused-MoE expert shape(s) by E, N only, not their rows "
-        "[E, N, K, top_k]: derive them with `tuner shapes from-config config.json --tp 1 "
-        "--save x`\n",
+    one_line_error(
+        saved,
+        "the log names fused-MoE expert shape(s) by E, N only, not their rows [E, N, K, top_k]: "
+        "derive them with `tuner shapes from-config config.json --tp 1 --save x`",
     )
     only = shapes("from-log", moe_log(tmp_path, PER_TENSOR))  # only per-tensor files: out of scope
     assert only.exit_code == 1

@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from db.connection import connect, open_store, session_scope
 from db.files import blob, get_release, list_releases
-from tests.cli.common import PLAN, invoke, ok
+from tests.cli.common import PLAN, invoke, ok, one_line_error
 from tests.cli.robust import start_tuner
 from tests.storefill import DEFAULT, SLOW, TRITON, fill, reset_postgresql
 
@@ -85,10 +85,11 @@ def test_nothing_to_publish_is_exit_1(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 't.db'}"
     fill(db, {(576, 7168, 1): [(DEFAULT, True, "ok", 10.0)]}, m_values=(1, 16))
     result = publish(db)
-    assert (result.exit_code, result.stderr) == (
-        1,
-        "error: nothing to publish for NVIDIA_L20: no complete file; e.g. N=576, K=7168: "
-        "no winner yet for M=16\n",
+    one_line_error(
+        result,
+        "nothing to publish for NVIDIA_L20: no complete file; e.g. N=576, K=7168: no winner yet "
+        "for M=16",
+        code=1,
     )
     assert count(db, "releases") == 0
 

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.settings import Settings
-from tests.cli.common import PLAN, invoke
+from tests.cli.common import PLAN, invoke, one_line_error
 from tests.storefill import FAST, TRITON, fill
 from tuner.cli import serving as pull_module
 from tuner.files.format import dump_config_file
@@ -120,10 +120,7 @@ def test_pull_recipes_pin_the_servers_newest_release(served) -> None:
     assert serving["depends_on"]["blockfp8-pull"] == {"condition": "service_completed_successfully"}
     assert [v["volume"]["subpath"] for v in serving["volumes"]] == sorted([A, B])  # release 2
     missing = tuner("mounts --device L20 --format k8s-pull")
-    assert (missing.exit_code, missing.stderr) == (
-        2,
-        "error: --format k8s-pull needs --server, the tuner service's URL\n",
-    )
+    one_line_error(missing, "--format k8s-pull needs --server, the tuner service's URL")
 
 
 def test_pull_warns_when_the_triton_here_is_not_the_releases_and_strict_refuses(
@@ -163,10 +160,8 @@ def test_a_server_that_does_not_answer_is_one_line_naming_it(tmp_path: Path) -> 
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
         result = tuner(f"pull --server http://127.0.0.1:{port} --device L20 --out {tmp_path}/o")
-    assert (result.exit_code, result.stderr) == (
-        1,
-        f"error: cannot reach http://127.0.0.1:{port}/devices/L20/releases: Connection refused\n",
-    )
+    refused = f"cannot reach http://127.0.0.1:{port}/devices/L20/releases: Connection refused"
+    one_line_error(result, refused, code=1)
     assert not (tmp_path / "o").exists()
 
 

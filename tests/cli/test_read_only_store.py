@@ -20,7 +20,7 @@ import pytest
 
 import db.connection
 import tuner.cli.store
-from tests.cli.common import invoke, ok, one_line_error
+from tests.cli.common import invoke, ok, one_line_error, query
 from tests.storefill import DEFAULT, FAST, fill
 
 WAL_FILES = ("tuner.db-wal", "tuner.db-shm")
@@ -110,10 +110,9 @@ def test_backup_has_the_commits_still_in_the_wal(tmp_path):
     finally:
         writer.close()
     assert result.stdout.startswith(f"backed up {path} to {backup} ("), result.output
-    with sqlite3.connect(backup) as copied:
-        assert copied.execute("SELECT latency_us FROM trials").fetchall() == [(7.5,)]
-        assert copied.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    with sqlite3.connect(tmp_path / "copy.db") as copy:  # tuner.db alone: the commit is lost
-        assert copy.execute("SELECT latency_us FROM trials").fetchall() == [(10.0,)]
+    assert query(backup, "SELECT latency_us FROM trials") == [(7.5,)]
+    assert query(backup, "PRAGMA integrity_check") == [("ok",)]
+    # tuner.db alone: the commit is lost
+    assert query(tmp_path / "copy.db", "SELECT latency_us FROM trials") == [(10.0,)]
     again = invoke(*args)
     assert (again.exit_code, again.stderr) == (2, f"error: {backup} exists: name a new file\n")

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import time
 from collections import defaultdict
 
 import pytest
 
+from tests.cli.common import query
 from tests.cli.robust import (
     CONFIGS,
     TRIAL_ROWS,
@@ -171,8 +171,7 @@ def test_full_sqlite_store_stops_with_one_line_and_resumes_once_there_is_room(fo
     args = store_args(folder, url, "configs.json")
     created = run_tuner(*args, "--no-run", cwd=folder)
     assert created.returncode == 0, created.stderr
-    with sqlite3.connect(db) as connection:
-        pages = connection.execute("PRAGMA page_count").fetchone()[0]
+    [(pages,)] = query(db, "PRAGMA page_count")
     full = run_tuner(
         *args, cwd=folder, TUNER_STORE_TIMEOUT_S="2", TUNER_TEST_SQLITE_MAX_PAGES=str(pages)
     )

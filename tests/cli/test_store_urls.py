@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 import uvicorn
 
 from db.connection import normalized_url, open_store
-from tests.cli.common import invoke, ok
+from tests.cli.common import invoke, ok, query
 
 IMPORTED = "N=256,K=128,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
 CONFIG = (
@@ -73,8 +72,7 @@ def closed_port() -> int:
 
 def refused(command: str, url: str, folder: Path) -> list[str]:
     """stderr's lines of a command that must exit 2; the folder holds what it held before."""
-    result = invoke(*command.split(), "--db", url)
-    assert result.exit_code == 2, result.output
+    result = invoke(*command.split(), "--db", url, code=2)
     assert "Traceback" not in result.output
     assert sorted(os.listdir(folder)) == [IMPORTED]
     return result.stderr.splitlines()
@@ -137,8 +135,7 @@ def test_serve_opens_a_store_that_exists_and_creates_one_only_when_asked(folder)
     assert (result.exit_code, result.stderr) == (0, ""), result.output
     created = ok(*"serve --port 8123 --create-store --db sqlite:///data/tuner.db".split(), env=env)
     assert created.stderr.splitlines() == ["note: created folder data for the store"]
-    with sqlite3.connect(folder / "data" / "tuner.db") as connection:
-        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    tables = {name for (name,) in query(folder / "data/tuner.db", "SELECT name FROM sqlite_master")}
     assert {"alembic_version", "sweeps", "trials"} <= tables
     again = invoke("status", "--db", "sqlite:///data/tuner.db")
     assert again.exit_code == 0 and "created folder" not in again.stderr

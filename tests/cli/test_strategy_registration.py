@@ -5,14 +5,13 @@ too)."""
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 from api.app import create_app
 from api.settings import Settings
-from tests.cli.common import ok
+from tests.cli.common import ok, query
 from tests.cli.robust import CONFIGS, write_landscape
 from tuner.core import CONFIG_KEYS
 from tuner.kernels.dense.space import default_config
@@ -70,14 +69,14 @@ def test_a_sweep_runs_a_registered_strategy_and_stores_its_trials(tmp_path: Path
         timeout=600,
     )
     assert swept.returncode == 0, swept.stderr
-    with sqlite3.connect(tmp_path / "tuner.db") as connection:
-        tasks = connection.execute(
-            "SELECT task_id, N, K, strategy, state FROM tasks JOIN sweeps USING (sweep_id) "
-            "ORDER BY N"
-        ).fetchall()
-        trials = connection.execute(
-            f"SELECT task_id, {', '.join(CONFIG_KEYS)}, is_default FROM trials ORDER BY trial_id"
-        ).fetchall()
+    tasks = query(
+        tmp_path / "tuner.db",
+        "SELECT task_id, N, K, strategy, state FROM tasks JOIN sweeps USING (sweep_id) ORDER BY N",
+    )
+    trials = query(
+        tmp_path / "tuner.db",
+        f"SELECT task_id, {', '.join(CONFIG_KEYS)}, is_default FROM trials ORDER BY trial_id",
+    )
     assert [(n, k, strategy, state) for _, n, k, strategy, state in tasks] == [
         (256, 384, "reverse", "done"),
         (576, 256, "reverse", "done"),

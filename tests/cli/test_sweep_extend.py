@@ -3,10 +3,9 @@ the new trials measured, the same trials as an uninterrupted run at the larger b
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
-from tests.cli.common import ok
+from tests.cli.common import ok, query
 from tests.cli.robust import sweep_args, write_landscape
 from tuner.core import CONFIG_KEYS
 
@@ -16,13 +15,7 @@ def _sweep(folder: Path, db: str, trials: int, *more: str, m: str = "1,16") -> s
     args = sweep_args(
         folder, f"sqlite:///{folder / db}", m, "--trials", str(trials), *more, strategy="optuna"
     )
-    result = ok(*args)
-    return " ".join(result.stdout.split())
-
-
-def _rows(path: Path, query: str) -> list[tuple]:
-    with sqlite3.connect(path) as connection:
-        return connection.execute(query).fetchall()
+    return " ".join(ok(*args).stdout.split())
 
 
 TASK_CONFIG = ", ".join(("task_id", *CONFIG_KEYS))
@@ -34,7 +27,7 @@ def test_more_trials_extend_the_sweep_and_measure_only_the_new_ones(tmp_path: Pa
     db = tmp_path / "t.db"
     first = _sweep(tmp_path, "t.db", 3)
     assert "sweep 1 (new): NVIDIA_L20, tiny TP 1, 2 shapes x 2 M, optuna" in first
-    before = _rows(db, "SELECT * FROM trials ORDER BY trial_id")
+    before = query(db, "SELECT * FROM trials ORDER BY trial_id")
     assert len(before) == 12
 
     extended = _sweep(tmp_path, "t.db", 4)
@@ -43,28 +36,29 @@ def test_more_trials_extend_the_sweep_and_measure_only_the_new_ones(tmp_path: Pa
         "NVIDIA_L20, tiny TP 1, 2 shapes x 2 M, optuna, 1 worker(s)"
     ) in extended
     assert "sweep 1: 4/4 tasks done, 0 failed; 4 trials run now (16 stored, 16 ok)" in extended
-    assert _rows(db, "SELECT sweep_id, budget FROM sweeps") == [(1, 4)]
-    assert _rows(
+    assert query(db, "SELECT sweep_id, budget FROM sweeps") == [(1, 4)]
+    assert query(
         db,
         "SELECT task_id, state, count(*) FROM tasks JOIN trials USING (task_id) "
         "GROUP BY task_id ORDER BY task_id",
     ) == [(1, "done", 4), (2, "done", 4), (3, "done", 4), (4, "done", 4)]
     # The first run's trials are untouched, and no config is stored twice for a task.
-    assert _rows(db, "SELECT * FROM trials ORDER BY trial_id")[:12] == before
-    assert _rows(db, f"SELECT count(*) FROM (SELECT DISTINCT {TASK_CONFIG} FROM trials)") == [(16,)]
-    assert _rows(db, "SELECT count(*) FROM decisions") == [(4,)]
+    assert query(db, "SELECT * FROM trials ORDER BY trial_id")[:12] == before
+    assert query(db, f"SELECT count(*) FROM (SELECT DISTINCT {TASK_CONFIG} FROM trials)") == [(16,)]
+    assert query(db, "SELECT count(*) FROM decisions") == [(4,)]
 
     # The same trials as one run at --trials 4 (warm starts of the first run, same search).
     _sweep(tmp_path, "u.db", 4)
-    assert _rows(db, CONFIGS) == _rows(tmp_path / "u.db", CONFIGS)
+    assert query(db, CONFIGS) == query(tmp_path / "u.db", CONFIGS)
 
-    # Equal or smaller budgets: the finished sweep stands, nothing is measured.
+    # Equal or smaller budgets: the finished sweep stands, nothing is measured or stored again.
+    extended_rows = query(db, "SELECT * FROM trials ORDER BY trial_id")
     for trials, label in ((4, "resumed"), (3, "resumed at its 4 trials per task, more than asked")):
         again = _sweep(tmp_path, "t.db", trials)
         assert f"sweep 1 ({label}): NVIDIA_L20" in again
         assert "sweep 1: 4/4 tasks done, 0 failed; 0 trials run now (16 stored" in again
-    assert _rows(db, "SELECT sweep_id, budget FROM sweeps") == [(1, 4)]
-    assert _rows(db, "SELECT count(*) FROM trials") == [(16,)]
+    assert query(db, "SELECT sweep_id, budget FROM sweeps") == [(1, 4)]
+    assert query(db, "SELECT * FROM trials ORDER BY trial_id") == extended_rows
 
     # A larger M grid is another sweep, but its (N, K, M) at 1 and 16 are the same
     # measurements: their 16 trials are reused, only M = 32's are measured.
@@ -78,7 +72,7 @@ def test_more_trials_extend_the_sweep_and_measure_only_the_new_ones(tmp_path: Pa
         "(24 stored, 23 ok)"
     ) in wider
     old, new = (
-        _rows(
+        query(
             db,
             "SELECT N, K, M, BLOCK_SIZE_M, BLOCK_SIZE_N, num_warps, num_stages, latency_us, "
             f"created_at FROM trials JOIN tasks USING (task_id) WHERE sweep_id = {sweep} "

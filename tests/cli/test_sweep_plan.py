@@ -124,8 +124,7 @@ def test_worker_refuses_what_it_cannot_run(folder, no_visible_gpu):
     )
     (folder / "c.json").write_text(json.dumps([FAST]))  # another space than the sweep's
     args = "worker --device L20 --replay l20.json --configs c.json --sweep 1"
-    result = invoke(*args.split(), *db)
-    assert result.exit_code == 2
+    result = invoke(*args.split(), *db, code=2)
     assert result.stderr.startswith("error: sweep 1 searches config space vllm@replay:")
     assert "pass the --configs/--replay file and --kernel the sweep was made with" in result.stderr
     one_line(

@@ -12,7 +12,7 @@ import typer.main
 from rich.console import Console
 
 from db.connection import open_store
-from tests.cli.common import PLAN, invoke, ok, table_rows
+from tests.cli.common import PLAN, invoke, ok, one_line_error, table_rows
 from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tests.test_docs_commands import _leaf_paths
 from tuner.cli import output
@@ -118,7 +118,4 @@ def test_status(db, monkeypatch: pytest.MonkeyPatch) -> None:
         ["576", "7168", "32", "failed", "1", "0/0", "-", "-", "-"],
     ]
     missing = invoke("status", "--db", db, "--sweep", "99")
-    assert (missing.exit_code, missing.stderr) == (
-        2,
-        f"error: no sweep with id 99; sweeps: {sweep_id}\n",
-    )
+    one_line_error(missing, f"no sweep with id 99; sweeps: {sweep_id}")

@@ -3,11 +3,10 @@ resume, and one end-to-end run on the interpreter after a real sweep of a one-sh
 
 import json
 import re
-import sqlite3
 
 import pytest
 
-from tests.cli.common import CELL_SPLIT, invoke, ok, one_line_error
+from tests.cli.common import CELL_SPLIT, invoke, ok, one_line_error, query
 from tests.standin_vllm import VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli import output
@@ -96,8 +95,7 @@ def store(tmp_path):
     """`_fill`'s store, its trials timed by another kernel (hash "abc123": stale)."""
     url = f"sqlite:///{tmp_path}/tuner.db"
     _fill(url)
-    with sqlite3.connect(tmp_path / "tuner.db") as connection:
-        connection.execute("UPDATE environments SET kernel_hash = 'abc123'")
+    query(tmp_path / "tuner.db", "UPDATE environments SET kernel_hash = 'abc123'")
     return url, tmp_path
 
 
@@ -263,14 +261,13 @@ def test_inside_vllm_fix_tunes_the_offending_m_with_vllms_kernel_and_checks_agai
         result = verify(url, "--fix", "--configs", _default_only(tmp_path))
     assert result.exit_code == 0, result.output
     assert {entry[1] for entry in fake_runner if entry[0] == "kernel"} == {"vllm"}
-    with sqlite3.connect(tmp_path / "tuner.db") as connection:
-        fixed = connection.execute(
-            "SELECT DISTINCT s.space, e.kernel_source, e.vllm, t.N, t.K, t.M, t.state FROM trials "
-            "JOIN tasks t USING (task_id) JOIN sweeps s USING (sweep_id) JOIN environments e "
-            "USING (environment_id) WHERE s.sweep_id = 2"
-        ).fetchall()
     # one sweep for the one shape with a slower M, at that M only, of vLLM's kernel
-    ((space, source, version, *task),) = fixed
+    ((space, source, version, *task),) = query(
+        tmp_path / "tuner.db",
+        "SELECT DISTINCT s.space, e.kernel_source, e.vllm, t.N, t.K, t.M, t.state FROM trials "
+        "JOIN tasks t USING (task_id) JOIN sweeps s USING (sweep_id) JOIN environments e "
+        "USING (environment_id) WHERE s.sweep_id = 2",
+    )
     assert space.startswith("custom:") and space.endswith(f"@kernel:vllm-{VERSION}")
     assert (source, version, task) == ("vllm", VERSION, [256, 384, 8, "done"])
     assert "--fix of N=256,K=384 x 1 M" in result.stdout
@@ -295,8 +292,7 @@ def test_fix_first_finishes_unfinished_sweeps_so_an_interrupted_fix_resumes(stor
     resumed = verify(url, "--allow-stale", "--fix", "--configs", configs)
     assert resumed.exit_code == 0, resumed.output
     assert "resuming sweep 2 (M=8)" in resumed.stdout
-    with sqlite3.connect(tmp_path / "tuner.db") as connection:
-        states = connection.execute("SELECT state FROM tasks WHERE sweep_id = 2").fetchall()
+    states = query(tmp_path / "tuner.db", "SELECT state FROM tasks WHERE sweep_id = 2")
     assert states == [("done",), ("done",)]
     assert "--fix of" not in resumed.stdout  # nothing left to fix
     keys = column(sections(resumed.stdout)["N=256,K=384"], 1)
