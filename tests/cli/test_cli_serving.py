@@ -18,6 +18,7 @@ from tests.cli.common import PLAN, flat, invoke, ok, one_line_error
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, row_counts
 from tests.tuner.inputs.logfixtures import DSV3_TP8, sglang_log, vllm_log
 from tuner.files.format import dump_config_file
+from tuner.inputs.shapes import load_shapes
 from tuner.kernels.dense.family import config_file_name, engine_file_name
 
 
@@ -52,11 +53,11 @@ def test_from_log_save_then_show(tmp_path: Path) -> None:
 
 
 def run_suggested_save(stdout: str) -> tuple[str, object]:
-    """The `tuner shapes from-log ... --save NAME` that from-log suggested, and its result."""
+    """The `tuner shapes from-log ... --save NAME` that from-log suggested, and its result (it
+    exited 0)."""
     found = re.search(r"save them first \((tuner shapes from-log .+)\), then:", stdout)
     assert found, stdout
-    argv = shlex.split(found[1])
-    return found[1], invoke(*argv[1:])
+    return found[1], ok(*shlex.split(found[1])[1:])
 
 
 def test_from_log_suggests_a_free_name_whose_command_runs(
@@ -74,10 +75,7 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
     assert flat(result.stdout).endswith(
         "tuner sweep --device NVIDIA_H200 --model deepseek-v3-log --tp 8"
     )
-    assert saved.exit_code == 0, saved.output
     assert "saved as model 'deepseek-v3-log', TP 8" in saved.stdout
-    from tuner.inputs.shapes import load_shapes
-
     assert load_shapes("deepseek-v3-log", 8).pairs() == tuple(DSV3_TP8)
     again = invoke("shapes", "from-log", str(log))
     assert "these are shapes of model 'deepseek-v3-log' TP 8" in flat(again.stdout)
@@ -86,13 +84,12 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
     other.write_text(vllm_log([(2112, 7168), (7168, 256)], **dsv3))
     command, saved = run_suggested_save(invoke("shapes", "from-log", str(other)).stdout)
     assert command == f"tuner shapes from-log {other} --save deepseek-v3-log-2"
-    assert saved.exit_code == 0, saved.output
     assert load_shapes("deepseek-v3-log-2", 8).pairs() == ((2112, 7168), (7168, 256))
     # A --tp that differs from the log's is carried into the suggested command.
     suggested = invoke("shapes", "from-log", str(other), "--tp", "4")
     command, saved = run_suggested_save(suggested.stdout)
     assert command == f"tuner shapes from-log {other} --save deepseek-v3-log-3 --tp 4"
-    assert saved.exit_code == 0 and load_shapes("deepseek-v3-log-3", 4).tp == 4
+    assert load_shapes("deepseek-v3-log-3", 4).tp == 4
 
 
 def test_malformed_user_shapes_file(tmp_path: Path, db, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -131,10 +128,7 @@ def test_export_merges_imports_and_spells_for_sglang(tmp_path: Path, db) -> None
     shipped = tmp_path / config_file_name(576, 7168, "NVIDIA_L20")
     shipped.write_text(dump_config_file({1: SLOW, 2048: SLOW}))
     # --no-check: SLOW needs more shared memory than an L20 has; the check has its own tests.
-    assert (
-        invoke("import", str(shipped), "--label", "vllm-0.33.0", "--db", db, "--no-check").exit_code
-        == 0
-    )
+    ok("import", str(shipped), "--label", "vllm-0.33.0", "--db", db, "--no-check")
     out = tmp_path / "out"
     result = ok("export", "--device", "L20", "--out", str(out), "--engine", "sglang", "--db", db)
     name = engine_file_name(shipped.name, "sglang")
@@ -240,17 +234,14 @@ def test_export_for_sglang_flags_entries_it_rewrites_on_read(tmp_path: Path, db)
     fill(db, PLAN, m_values=(1, 16))
     shipped = tmp_path / config_file_name(576, 7168, "AMD_Instinct_MI300X")
     shipped.write_text(dump_config_file({1: {**FAST, "BLOCK_SIZE_K": 64}, 16: FAST}))
-    assert invoke("import", str(shipped), "--db", db, "--no-check", "--no-publish").exit_code == 0
+    ok("import", str(shipped), "--db", db, "--no-check", "--no-publish")
     export = f"export --device AMD_Instinct_MI300X --out {tmp_path / 'out'} --db {db}".split()
     result = ok(*export, "--engine", "sglang")
-    name = engine_file_name(
-        shipped.name, "sglang"
-    )  # the rule: tests/tuner/files/test_engine_folders.py
+    # the rule: tests/tuner/files/test_engine_folders.py
+    name = engine_file_name(shipped.name, "sglang")
     assert f"warning: SGLang 0.5.23 rewrites {name} as it reads it" in result.stderr
-    older = invoke(*export, "--engine", "sglang", "--engine-version", "0.5.11")
-    assert older.exit_code == 0 and "warning:" not in older.stderr
-    vllm = invoke(*export)
-    assert vllm.exit_code == 0 and "rewrites" not in vllm.stderr
+    assert "warning:" not in ok(*export, "--engine", "sglang", "--engine-version", "0.5.11").stderr
+    assert "rewrites" not in ok(*export).stderr
 
 
 def test_an_h200_nvl_mounts_vllms_moe_files_named_for_every_h200(tmp_path: Path) -> None:

@@ -32,16 +32,16 @@ A = config_file_name(576, 7168, "NVIDIA_L20")
 B = config_file_name(5120, 3072, "NVIDIA_L20")
 
 
-def tuner(command: str):
-    """`tuner` with the words of `command` (no word holds a space)."""
-    return invoke(*command.split())
+def tuner(command: str, code: int | None = None):
+    """`tuner` with the words of `command` (no word holds a space), exiting `code` if given."""
+    return invoke(*command.split(), code=code)
 
 
 def published(tmp_path: Path) -> str:
     """A store whose L20 files are published as release 1."""
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     fill(db, PLAN, m_values=(1, 16))
-    assert tuner(f"publish --device L20 --db {db}").exit_code == 0
+    tuner(f"publish --device L20 --db {db}", code=0)
     return db
 
 
@@ -52,7 +52,7 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     to bytes served instead of its own."""
     db = published(tmp_path)
     (tmp_path / B).write_text(dump_config_file({1: FAST}))
-    assert tuner(f"import {tmp_path / B} --db {db} --no-check").exit_code == 0  # release 2
+    tuner(f"import {tmp_path / B} --db {db} --no-check", code=0)  # release 2
     calls: list[str] = []
     tamper: dict[str, bytes] = {}
     with TestClient(create_app(Settings(db_url=db))) as client:
@@ -107,8 +107,7 @@ def test_a_bad_release_is_one_line_and_writes_nothing(served, tmp_path, args, me
     if "--tamper" in args:
         args, name = args.split(" --tamper ")
         tamper[name] = b'{"1": {}}\n'
-    result = tuner(f"pull --server {SERVER} {args} --out {tmp_path / 'c'}")
-    assert result.exit_code == 1
+    result = tuner(f"pull --server {SERVER} {args} --out {tmp_path / 'c'}", code=1)
     assert result.stderr.startswith(message) and len(result.stderr.splitlines()) == 1
     assert not (tmp_path / "c").exists()
 
@@ -139,17 +138,15 @@ def test_pull_warns_when_the_triton_here_is_not_the_releases_and_strict_refuses(
         f"Tuned with torch 2.11.0, triton {TRITON}, kernels of builtin (serve with the same "
         "Triton and vLLM)."
     )
-    same = tuner(f"pull --server {SERVER} --device L20 --out {tmp_path / 'same'}")
-    assert same.exit_code == 0 and "warning" not in same.stderr
+    same = tuner(f"pull --server {SERVER} --device L20 --out {tmp_path / 'same'}", code=0)
+    assert "warning" not in same.stderr
     monkeypatch.setattr(pull_module, "installed_triton", lambda: "2.1.0")
-    warned = tuner(f"pull --server {SERVER} --device L20 --out {tmp_path / 'w'}")
-    assert warned.exit_code == 0
+    warned = tuner(f"pull --server {SERVER} --device L20 --out {tmp_path / 'w'}", code=0)
     assert warned.stderr == (
         f"warning: release 2 was tuned elsewhere: triton 2.1.0 here, {TRITON} in the release "
         "(configs are facts about one Triton and kernel)\n"
     )
-    strict = tuner(f"pull --server {SERVER} --device L20 --out {tmp_path / 's'} --strict")
-    assert strict.exit_code == 1
+    strict = tuner(f"pull --server {SERVER} --device L20 --out {tmp_path / 's'} --strict", code=1)
     assert strict.stderr.startswith("error: release 2 was tuned elsewhere: triton 2.1.0 here")
     assert strict.stderr.endswith("; --strict: nothing written\n")
     assert not (tmp_path / "s").exists()

@@ -20,15 +20,23 @@ INSTALL = (
 )
 
 
-def recipe(*args: str):
+def recipe(*args: str, code: int | None = None):
     return invoke(
-        "recipe", "sweep", "--image", IMAGE, "--device", "L20", "--model", "qwen3.8-27b", *args
+        "recipe",
+        "sweep",
+        "--image",
+        IMAGE,
+        "--device",
+        "L20",
+        "--model",
+        "qwen3.8-27b",
+        *args,
+        code=code,
     )
 
 
 def test_the_docker_line_round_trips_through_shell_quoting() -> None:
-    run = recipe("--tp", "2")
-    assert run.exit_code == 0, run.output
+    run = recipe("--tp", "2", code=0)
     *comments, line = run.stdout.splitlines()
     assert all(c.startswith("#") for c in comments)
     argv = shlex.split(line)
@@ -57,16 +65,16 @@ def test_shell_characters_in_the_image_stay_one_word() -> None:
 
 
 def test_a_postgres_store_is_passed_by_variable_never_printed() -> None:
-    run = recipe("--db", "postgresql+psycopg://tuner:s3cret@db:5432/tuner")
-    assert run.exit_code == 0, run.output
+    run = recipe("--db", "postgresql+psycopg://tuner:s3cret@db:5432/tuner", code=0)
     assert "s3cret" not in run.stdout
     argv = shlex.split(run.stdout.splitlines()[-1])
     assert argv[argv.index("-e") + 1] == "TUNER_DB_URL"
 
 
 def test_the_kubernetes_job_is_valid_against_the_published_schema() -> None:
-    run = recipe(*"--format k8s --nodes 3 --gpus 2 --db".split(), "postgresql+psycopg://t:pw@db/t")
-    assert run.exit_code == 0, run.output
+    run = recipe(
+        *"--format k8s --nodes 3 --gpus 2 --db".split(), "postgresql+psycopg://t:pw@db/t", code=0
+    )
     assert "pw@" not in run.stdout
     job = yaml.safe_load(run.stdout)
     assert kubernetes_validate.validate(job, "1.33", strict=True) == "1.33"
@@ -121,7 +129,7 @@ def test_k8s_needs_postgres_and_words_must_be_words() -> None:
             "is one host's)\n"
         )
     for url in ("postgres://tuner@db/tuner", "postgresql://tuner@db/tuner"):  # psycopg's
-        assert recipe("--format", "k8s", "--db", url).exit_code == 0
+        recipe("--format", "k8s", "--db", url, code=0)
     bad = invoke(*"recipe sweep --device L20 --model m --image".split() + ["a b"])
     one_line_error(bad, "--image must be one word, got 'a b'")
 

@@ -20,8 +20,8 @@ NOTE = (
 )
 
 
-def sweep(tmp_path, args: str):
-    return invoke("sweep", *args.split(), "--db", f"sqlite:///{tmp_path}/t.db")
+def sweep(tmp_path, args: str, code: int | None = None):
+    return invoke("sweep", *args.split(), "--db", f"sqlite:///{tmp_path}/t.db", code=code)
 
 
 def _gpus(monkeypatch, *names):
@@ -36,8 +36,9 @@ def _workers_line(result) -> str:
 
 
 def test_dry_run_prints_the_plan_and_creates_no_store(tmp_path):
-    result = sweep(tmp_path, "--device interpreter --model tiny --m 1,16,32 --trials 3 --dry-run")
-    assert result.exit_code == 0, result.output
+    result = sweep(
+        tmp_path, "--device interpreter --model tiny --m 1,16,32 --trials 3 --dry-run", code=0
+    )
     lines = result.stdout.splitlines()  # the plan's lines: tests/tuner/run/test_preview.py
     assert lines[2].startswith("  total: 6 task(s), 18 trial(s) to run, 1 worker(s); about 14 s")
     assert lines[-1] == "  TP not given: 1, the only size shapes/tiny lists (--tp to choose)"
@@ -45,8 +46,7 @@ def test_dry_run_prints_the_plan_and_creates_no_store(tmp_path):
 
 
 def test_a_long_interpreter_plan_exits_2_without_yes(tmp_path):
-    result = sweep(tmp_path, "--device interpreter --model qwen3.8-27b")
-    assert result.exit_code == 2, result.output
+    result = sweep(tmp_path, "--device interpreter --model qwen3.8-27b", code=2)
     # The plan's counts: tests/tuner/run/test_preview.py; the defaults it states:
     assert result.stdout.splitlines()[-2:] == [
         "  M grid not given: vLLM's 18 batch sizes, 1 to 4096 (--m 1,16,32 for fewer)",
@@ -62,9 +62,8 @@ def test_a_long_interpreter_plan_exits_2_without_yes(tmp_path):
 def test_a_gpu_plan_can_be_shown_on_a_host_without_that_gpu(tmp_path, monkeypatch):
     _gpus(monkeypatch)
     result = sweep(
-        tmp_path, "--device H200 --model qwen3.8-27b --tp 2 --m 1,16 --trials 8 --dry-run"
+        tmp_path, "--device H200 --model qwen3.8-27b --tp 2 --m 1,16 --trials 8 --dry-run", code=0
     )
-    assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[:2] == [
         "plan: NVIDIA_H200, qwen3.8-27b TP 2, guided",
         "  5 shapes x 2 M: 10 task(s) x 8 trial(s) = 80 trial(s); at most 80 distinct compiles",
@@ -87,8 +86,9 @@ def test_a_gpu_plan_can_be_shown_on_a_host_without_that_gpu(tmp_path, monkeypatc
 )
 def test_a_plan_counts_the_matching_gpus(tmp_path, monkeypatch, visible, more, note, workers):
     _gpus(monkeypatch, *visible)
-    result = sweep(tmp_path, f"--device L20 --model tiny --m 1,16,32,2048,4096 --trials 8 {more}")
-    assert result.exit_code == 0, result.output
+    result = sweep(
+        tmp_path, f"--device L20 --model tiny --m 1,16,32,2048,4096 --trials 8 {more}", code=0
+    )
     assert result.stderr.splitlines() == ([note] if note else [])
     line = f"  total: 10 task(s), 80 trial(s) to run, {workers} worker(s)"
     assert _workers_line(result) == line

@@ -99,9 +99,9 @@ def store(tmp_path):
     return url, tmp_path
 
 
-def verify(url, *args, m=("--m", "1,16")):
+def verify(url, *args, m=("--m", "1,16"), code=None):
     args = ["--device", "interpreter", "--model", "tiny", *m, "--rounds", "3", "--db", url, *args]
-    return invoke("verify", *args)
+    return invoke("verify", *args, code=code)
 
 
 def test_bad_input_is_one_line_and_exit_2(store, fake_runner, monkeypatch):
@@ -124,13 +124,11 @@ def test_bad_input_is_one_line_and_exit_2(store, fake_runner, monkeypatch):
         (["--m", "1,x", "--allow-stale"], "--m: 'x' is not a positive integer"),
     ]
     for args, text in cases:
-        result = verify(url, *args)
-        assert result.exit_code == 2, result.output
+        result = verify(url, *args, code=2)
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and text in lines[0], lines
     # every trial is of another kernel: export's note, then one error line with the reasons
-    stale = verify(url)
-    assert stale.exit_code == 2
+    stale = verify(url, code=2)
     note, error = stale.stderr.strip().splitlines()
     assert note.startswith(
         "note: left out 5 ok trial(s) of TRITON_INTERPRETER timed with "
@@ -147,8 +145,7 @@ def test_bad_input_is_one_line_and_exit_2(store, fake_runner, monkeypatch):
 
 def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_runner):
     url, _ = store
-    result = verify(url, "--allow-stale")
-    assert result.exit_code == 1, result.output
+    result = verify(url, "--allow-stale", code=1)
     assert (
         "M checked per shape (--m): 1, 16, its keys, the midpoint of each pair of "
         "neighbouring keys (where vLLM's nearest-key pick switches) and key - 1, key + 1"
@@ -184,8 +181,7 @@ def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_ru
 
 def test_default_m_set_is_the_sweeps_grid_and_m_all_adds_vllms_18(store, fake_runner):
     url, _ = store
-    result = verify(url, "--allow-stale", m=())
-    assert result.exit_code == 1, result.output
+    result = verify(url, "--allow-stale", m=(), code=1)
     assert (
         "M checked per shape: its keys, the M grid of the sweeps that made it, the midpoint "
         "of each pair of neighbouring keys (where vLLM's nearest-key pick switches) and "
@@ -194,8 +190,7 @@ def test_default_m_set_is_the_sweeps_grid_and_m_all_adds_vllms_18(store, fake_ru
     ) in result.stdout.splitlines()
     found = sections(result.stdout)
     assert column(found["N=256,K=384"], 0) == ["1", "2", "8", "15", "16", "17"]  # sweep: 1, 16
-    every = verify(url, "--allow-stale", m=("--m", "all"))
-    assert every.exit_code == 1, every.output
+    every = verify(url, "--allow-stale", m=("--m", "all"), code=1)
     assert (
         "M checked per shape (--m all): vLLM's 18 batch sizes, the M grid of the sweeps "
         "that made it, its keys, the midpoint of each pair of neighbouring keys (where "
@@ -221,8 +216,7 @@ def test_wrong_result_is_a_failure(store, fake_runner, monkeypatch):
             TrialStatus.WRONG_RESULT, error="relative error 0.5 >= 0.01"
         ),
     )
-    result = verify(url, "--allow-stale")
-    assert result.exit_code == 1
+    result = verify(url, "--allow-stale", code=1)
     rows = sections(result.stdout)["N=256,K=384"]
     assert [row[7] for row in rows[:3]] == ["failed: wrong_result: relative error 0.5 >= 0.01"] * 3
     assert [row[6] for row in rows[:3]] == ["-"] * 3
@@ -238,8 +232,7 @@ def _default_only(tmp_path):
 def test_nothing_to_time_is_one_line_and_exit_0(tmp_path, fake_runner):
     url = f"sqlite:///{tmp_path}/tuner.db"
     _fill(url, fast=None)
-    result = verify(url)
-    assert result.exit_code == 0, result.output
+    result = verify(url, code=0)
     assert result.stdout.splitlines()[-1] == (
         "nothing to time: at all 12 M value(s) of 2 shape(s) vLLM's pick from "
         "TRITON_INTERPRETER's files is its default config, the baseline itself (the sweeps "
@@ -286,11 +279,9 @@ def test_fix_first_finishes_unfinished_sweeps_so_an_interrupted_fix_resumes(stor
     configs = _default_only(tmp_path)
     sweep = ["sweep", "--device", "interpreter", "--model", "tiny", "--m", "8", "--db", url]
     ok(*sweep, "--configs", configs, "--no-run")
-    partial = verify(url, "--allow-stale")
-    assert partial.exit_code == 2
+    partial = verify(url, "--allow-stale", code=2)
     assert "no winner yet for M=8" in partial.stderr
-    resumed = verify(url, "--allow-stale", "--fix", "--configs", configs)
-    assert resumed.exit_code == 0, resumed.output
+    resumed = verify(url, "--allow-stale", "--fix", "--configs", configs, code=0)
     assert "resuming sweep 2 (M=8)" in resumed.stdout
     states = query(tmp_path / "tuner.db", "SELECT state FROM tasks WHERE sweep_id = 2")
     assert states == [("done",), ("done",)]
