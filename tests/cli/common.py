@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from api.app import create_app
+from api.settings import Settings
+from db.connection import open_store, session_scope
 from tests.storefill import DEFAULT, FAST, SLOW
 from tuner.cli.app import app
 
@@ -38,6 +43,22 @@ def query(path, sql: str, *params) -> list[tuple]:
     """The rows of `sql` (with `params`) on the SQLite file at `path`; a write is committed."""
     with sqlite3.connect(path, timeout=30) as connection:
         return connection.execute(sql, params).fetchall()
+
+
+def service(url: str) -> TestClient:
+    """The HTTP service on the store at `url`, in this process (enter it as a context)."""
+    return TestClient(create_app(Settings(db_url=url)))
+
+
+@contextlib.contextmanager
+def session_on(url: str):
+    """A session on the store at `url` (committed at the end), its engine disposed of after."""
+    engine = open_store(url)
+    try:
+        with session_scope(engine) as session:
+            yield session
+    finally:
+        engine.dispose()
 
 
 def one_line_error(result, text: str, code: int = 2) -> None:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from tests.cli.common import query
+from db import repo
+from tests.cli.common import query, session_on
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
@@ -126,26 +127,17 @@ def start_tuner(*args: str, cwd: Path, quiet: bool = False, new_session: bool = 
     stderr read as text through pipes, or thrown away when `quiet`; in a session of its own
     (a process group to kill) with `new_session`."""
     out = subprocess.DEVNULL if quiet else subprocess.PIPE
-    return subprocess.Popen(
-        tuner_command(*args),
-        cwd=cwd,
-        env=tuner_env(**env),
-        stdout=out,
-        stderr=out,
-        text=True,
-        start_new_session=new_session,
-    )
+    pipes = {"stdout": out, "stderr": out, "text": True, "start_new_session": new_session}
+    return subprocess.Popen(tuner_command(*args), cwd=cwd, env=tuner_env(**env), **pipes)
 
 
-def run_tuner(*args: str, cwd: Path, timeout: float = 300, **env: str):
-    return subprocess.run(
-        tuner_command(*args),
-        cwd=cwd,
-        env=tuner_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+def run_tuner(*args: str, cwd: Path, code: int = 0, timeout: float = 300, **env: str):
+    """`tuner ARGS` run to its end in `cwd` (`tuner_command`, `tuner_env(**env)`), its output
+    captured as text, asserting that it exited `code`."""
+    options = {"capture_output": True, "text": True, "timeout": timeout}
+    run = subprocess.run(tuner_command(*args), cwd=cwd, env=tuner_env(**env), **options)
+    assert run.returncode == code, run.stdout + run.stderr
+    return run
 
 
 def count(db: Path, sql: str) -> int:
@@ -179,15 +171,8 @@ def trial_rows(url: str) -> list[tuple]:
 
 def winners(url: str, device_name: str = "NVIDIA_L20") -> list[tuple]:
     """db.repo.winners as comparable tuples (ids left out)."""
-    from db import repo
-    from db.connection import open_store, session_scope
-
-    engine = open_store(url)
-    try:
-        with session_scope(engine) as session:
-            rows = repo.winners(session, device_name=device_name)
-    finally:
-        engine.dispose()
+    with session_on(url) as session:
+        rows = repo.winners(session, device_name=device_name)
     return [
         (r.N, r.K, r.M, tuple(r.config.values()), r.latency_us, r.default_latency_us) for r in rows
     ]

@@ -12,9 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from db.connection import open_store, session_scope
 from db.files import list_imports
-from tests.cli.common import invoke, ok
+from tests.cli.common import invoke, ok, session_on
 from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
 from tuner.files.format import dump_config_file
 from tuner.files.merge import build_device_files, dense_key, import_targets
@@ -40,11 +39,8 @@ REASON = (
 
 def stored(db: str, *fields: str) -> list[tuple]:
     """The imports' `fields` (`db.files.ImportInfo`), in the store's order (by N, K)."""
-    engine = open_store(db)
-    with session_scope(engine) as session:
-        found = [tuple(getattr(i, f) for f in fields) for i in list_imports(session)]
-    engine.dispose()
-    return found
+    with session_on(db) as session:
+        return [tuple(getattr(i, f) for f in fields) for i in list_imports(session)]
 
 
 def vllm_folder(root: Path) -> Path:

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from db import repo
-from db.connection import open_store, session_scope
-from tests.cli.common import invoke, ok, query
+from db.connection import open_store
+from tests.cli.common import invoke, ok, query, session_on
 from tests.standin_vllm import CAPABILITY_VARIABLE, VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tuner.compare.versus import BACKENDS
@@ -27,10 +27,8 @@ COMPARE = "compare --device interpreter --model tiny --m 1 --rounds 2 --interpre
 
 def _stored(db: str):
     """The one comparison stored for DEVICE."""
-    engine = open_store(db)
-    with session_scope(engine) as session:
+    with session_on(db) as session:
         (stored,) = repo.list_comparisons(session, device_name=DEVICE)
-    engine.dispose()
     return stored
 
 

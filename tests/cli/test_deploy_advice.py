@@ -16,11 +16,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.settings import Settings
-from tests.cli.common import invoke, ok, query
+from tests.cli.common import invoke, ok, query, service
 from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli import serving as pull_module
 from tuner.kernels.engines import SGLANG_NOTE
@@ -161,7 +158,7 @@ def test_no_flag_for_sglang_or_the_interpreter(store: str, no_server, fmt: str) 
 def test_tuner_pull_and_the_download_readme(
     store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, device_name: str
 ) -> None:
-    with TestClient(create_app(Settings(db_url=store))) as client:
+    with service(store) as client:
         monkeypatch.setattr(
             pull_module, "fetch", lambda url: client.get(url[len(SERVER) :]).content
         )

@@ -7,11 +7,7 @@ import json
 from pathlib import Path
 from urllib.parse import quote
 
-from fastapi.testclient import TestClient
-
-from api.app import create_app
-from api.settings import Settings
-from tests.cli.common import PLAN, ok
+from tests.cli.common import PLAN, ok, service
 from tests.storefill import DEFAULT, FAST, fill
 from tuner.kernels.dense.family import config_file_name
 
@@ -28,7 +24,7 @@ def test_a_device_with_parentheses_exports_and_serves(tmp_path: Path, db) -> Non
     exported = (out / name).read_bytes()
     assert json.loads(exported) == {"1": FAST, "16": DEFAULT}
     ok("publish", "--device", TYPED, "--db", db)
-    with TestClient(create_app(Settings(db_url=db))) as client:
+    with service(db) as client:
         listed = client.get(f"/devices/{quote(INTEL)}/configs")
         assert [f["file_name"] for f in listed.json()["files"]] == [name], listed.text
         assert client.get(f"/devices/{quote(INTEL)}/configs/{quote(name)}").content == exported

@@ -10,13 +10,9 @@ import zipfile
 from pathlib import Path
 
 import yaml
-from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.settings import Settings
-from db.connection import open_store, session_scope
 from db.files import record_import
-from tests.cli.common import invoke, ok
+from tests.cli.common import invoke, ok, service, session_on
 from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tuner.files.format import dump_config_file
 from tuner.kernels.dense.family import config_file_name
@@ -40,8 +36,7 @@ def import_two_sources(tmp_path: Path) -> str:
     """An L20 store with imports only: NAME (unchecked), and NAME_B recorded as `tuner
     import`'s launch check stores it on sm89 (M=1 left out)."""
     db = import_shipped(tmp_path, "--no-publish")
-    engine = open_store(db)
-    with session_scope(engine) as session:
+    with session_on(db) as session:
         shape = {"device_name": "NVIDIA_L20", "N": 1536, "K": 7168, "block_shape": (128, 128)}
         shape |= {"family": "dense", "shape_params": ""}
         record_import(
@@ -54,7 +49,6 @@ def import_two_sources(tmp_path: Path) -> str:
             checked_arch=89,
             cannot_launch={1: LEFT_OUT},
         )
-    engine.dispose()
     return db
 
 
@@ -65,7 +59,7 @@ def test_imported_only_device_is_exported_published_and_served(tmp_path: Path) -
     assert (out / NAME).read_text() == SHIPPED
     note = "M=1: imported from 'vllm-0.33.0', not measured here (no comparison with the default)"
     assert note in " ".join(exported.stdout.split())
-    with TestClient(create_app(Settings(db_url=db))) as client:
+    with service(db) as client:
         (item,) = client.get("/devices/NVIDIA_L20/configs").json()["files"]
         assert (item["file_name"], item["m_keys"]) == (NAME, [1, 4096])
         assert client.get(f"/devices/NVIDIA_L20/configs/{NAME}").content == SHIPPED.encode()
@@ -77,7 +71,7 @@ def test_imported_only_device_is_exported_published_and_served(tmp_path: Path) -
 
 def test_imported_only_device_is_listed_reported_and_named_by_winners(tmp_path: Path) -> None:
     db = import_two_sources(tmp_path)
-    with TestClient(create_app(Settings(db_url=db))) as client:
+    with service(db) as client:
         (device,) = client.get("/devices").json()
         html = client.get("/devices/L20/report").text
     assert (device["device_name"], device["shapes"], device["tuned_with"]) == ("NVIDIA_L20", [], [])
@@ -136,7 +130,7 @@ def test_swept_device_lists_its_imports_without_the_imported_only_note(tmp_path:
         {(576, 7168, 1): [(DEFAULT, True, "ok", 20.0), (FAST, False, "ok", 10.0)]},
         m_values=(1,),
     )
-    with TestClient(create_app(Settings(db_url=db))) as client:
+    with service(db) as client:
         (device,) = client.get("/devices").json()
         html = client.get("/devices/NVIDIA_L20/report").text
     assert device["note"] is None
@@ -167,7 +161,7 @@ def test_an_entry_that_cannot_launch_is_left_out_of_every_output(tmp_path: Path)
     assert f"# {line}" in mounts.stdout.splitlines()
     data = [doc for doc in yaml.safe_load_all(mounts.stdout) if doc and "data" in doc][0]["data"]
     assert json.loads(data["n1536-k7168-b128x128.json"]) == {"64": FAST}
-    with TestClient(create_app(Settings(db_url=db))) as client:
+    with service(db) as client:
         text = client.get("/devices/L20/mounts", params={"format": "k8s"}).text
         (release,) = client.get("/devices/L20/releases").json()
         archive = client.get("/devices/L20/configs.zip").content

@@ -7,11 +7,8 @@ import importlib.metadata
 import json
 
 import pytest
-from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.settings import Settings
-from tests.cli.common import ok, query
+from tests.cli.common import ok, query, service
 from tuner.inputs.shapes import ShapesFileError, _load_text, load_shapes
 from tuner.kernels.moe.family import expert_shape
 from tuner.kernels.moe.space import default_config
@@ -52,7 +49,7 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path, db, monkeypatch)
     )
     exported = (tmp_path / "out" / name).read_bytes()
     MOE, DENSE = name, dense_name
-    with TestClient(create_app(Settings(db_url=db))) as client:
+    with service(db) as client:
         listing = client.get("/devices/TRITON_INTERPRETER/configs")
         assert listing.status_code == 200, listing.text
         assert [f["file_name"] for f in listing.json()["files"]] == [MOE, DENSE]

@@ -11,12 +11,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
-from db.connection import connect, open_store, session_scope
 from db.files import blob, get_release, list_releases
-from tests.cli.common import PLAN, invoke, ok, one_line_error
-from tests.cli.robust import start_tuner
+from tests.cli.common import PLAN, invoke, ok, one_line_error, session_on
+from tests.cli.robust import start_tuner, store_rows
 from tests.storefill import DEFAULT, SLOW, TRITON, fill, reset_postgresql
 
 NAME = "N=576,K=7168,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
@@ -30,11 +28,7 @@ def publish(db: str, device: str = "L20"):
 
 
 def count(url: str, table: str) -> int:
-    engine = connect(url)
-    with engine.connect() as connection:
-        found = connection.execute(text(f"SELECT count(*) FROM {table}")).scalar_one()
-    engine.dispose()
-    return found
+    return store_rows(url, f"SELECT count(*) FROM {table}")[0][0]
 
 
 def test_publish_freezes_the_exported_bytes_once(tmp_path: Path) -> None:
@@ -47,8 +41,7 @@ def test_publish_freezes_the_exported_bytes_once(tmp_path: Path) -> None:
     out = tmp_path / "o"
     ok("export", "--device", "L20", "--out", str(out), "--db", db)
     expected = (out / NAME).read_bytes()
-    engine = open_store(db)
-    with session_scope(engine) as session:
+    with session_on(db) as session:
         release = get_release(session, device_name="NVIDIA_L20")
         assert [r.number for r in list_releases(session, device_name="NVIDIA_L20")] == [1]
         assert release.reason == "tuner publish"
@@ -62,7 +55,6 @@ def test_publish_freezes_the_exported_bytes_once(tmp_path: Path) -> None:
         assert release.summary["scope"]["allow_stale"] is False
         tuned = [(t["gpu_name"], t["driver"], t["winners"]) for t in release.summary["tuned_with"]]
         assert tuned == [("NVIDIA L20", "580.1", 2)]
-    engine.dispose()
     # one file blob and two zip blobs (vllm, sglang), however often it is published
     assert (count(db, "blobs"), count(db, "releases")) == (3, 1)
     # A new winner makes release 2 and keeps release 1.
@@ -73,12 +65,10 @@ def test_publish_freezes_the_exported_bytes_once(tmp_path: Path) -> None:
     )
     result = publish(db)
     assert result.stdout.startswith("published NVIDIA_L20 release 2: 1 file(s)"), result.output
-    engine = open_store(db)
-    with session_scope(engine) as session:
+    with session_on(db) as session:
         one, two = (get_release(session, device_name="NVIDIA_L20", number=n) for n in (1, 2))
         keys = (one.files[0].detail["m_keys"], two.files[0].detail["m_keys"])
         assert keys == ([1, 16], [1, 16, 32]) and one.files[0].sha256 != two.files[0].sha256
-    engine.dispose()
 
 
 def test_nothing_to_publish_is_exit_1(tmp_path: Path) -> None:

@@ -16,11 +16,8 @@ from urllib.parse import unquote
 
 import pytest
 import yaml
-from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.settings import Settings
-from tests.cli.common import PLAN, invoke, one_line_error
+from tests.cli.common import PLAN, invoke, one_line_error, service
 from tests.storefill import FAST, TRITON, fill
 from tuner.cli import serving as pull_module
 from tuner.files.format import dump_config_file
@@ -55,7 +52,7 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     tuner(f"import {tmp_path / B} --db {db} --no-check", code=0)  # release 2
     calls: list[str] = []
     tamper: dict[str, bytes] = {}
-    with TestClient(create_app(Settings(db_url=db))) as client:
+    with service(db) as client:
 
         def fetch(url: str) -> bytes:
             calls.append(url.removeprefix(SERVER))

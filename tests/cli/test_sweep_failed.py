@@ -36,9 +36,10 @@ def test_a_sweep_with_no_ok_trial_exits_1_naming_the_commonest_failure(tmp_path)
     (tmp_path / "l20.json").write_text(landscape.to_json())
     (tmp_path / "configs.json").write_text(json.dumps([c.as_dict() for c in CONFIGS]))
     sweep = run_tuner(
-        *sweep_args(tmp_path, f"sqlite:///{tmp_path}/t.db", "1", "--no-publish"), cwd=tmp_path
+        *sweep_args(tmp_path, f"sqlite:///{tmp_path}/t.db", "1", "--no-publish"),
+        cwd=tmp_path,
+        code=1,
     )
-    assert sweep.returncode == 1, sweep.stdout + sweep.stderr
     errors = [line for line in sweep.stderr.splitlines() if line.startswith("error:")]
     # A replayed trial carries no error text; a measured one would name its exception here.
     assert errors == ["error: sweep 1: no trial ok; 6 of 10 trials crashed: no error text"]
