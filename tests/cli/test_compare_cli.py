@@ -4,18 +4,23 @@ verdict lines; bad input is one line, exit 2."""
 from __future__ import annotations
 
 import importlib
+import io
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from rich.console import Console
 
 from db import repo
 from db.connection import open_store
 from tests.cli.common import invoke, ok, query, session_on
 from tests.standin_vllm import CAPABILITY_VARIABLE, VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, SLOW, fill
-from tuner.compare.versus import BACKENDS
+from tuner.cli import compare as compare_cli
+from tuner.cli import output
+from tuner.compare.versus import BACKENDS, BY_SELECTION, BackendTime, ComparePoint, VllmDefault
 from tuner.compare.versus import TORCH_CPU as CPU
+from tuner.core import ComparisonStatus
 from tuner.files.provenance import installed_triton_minor
 
 MINOR = installed_triton_minor()
@@ -139,8 +144,6 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(
 def test_without_vllm_auto_reads_vllm_kernel_files_and_says_they_are_timed_with_the_builtin(
     tmp_path: Path, db, capsys
 ) -> None:
-    from tuner.cli.compare import _tuned
-
     site = build_standin(tmp_path / "site")
     with pytest.MonkeyPatch.context() as patch, importable(site, patch):  # while filling only
         fill(db, FAST_AT_1, **TINY, kernel="vllm")
@@ -148,7 +151,7 @@ def test_without_vllm_auto_reads_vllm_kernel_files_and_says_they_are_timed_with_
     engine = open_store(db)
     try:
         run = SimpleNamespace(out_dtype="bfloat16", block_shape=(128, 128), kernel="builtin")
-        tuned = _tuned(engine, DEVICE, run, "auto")
+        tuned = compare_cli._tuned(engine, DEVICE, run, "auto")
     finally:
         engine.dispose()
     assert tuned == {(256, 384): {1: FAST}}
@@ -162,29 +165,13 @@ def test_without_vllm_auto_reads_vllm_kernel_files_and_says_they_are_timed_with_
 
 def _gpu_table(monkeypatch, width: int) -> list[str]:
     """`_print_shape` of one GPU point where all seven GPU kernels ran, at `width` columns."""
-    import io
-
-    from rich.console import Console
-
-    from tuner.cli import compare as compare_cli
-    from tuner.cli import output
-    from tuner.compare.versus import (
-        BACKENDS,
-        BY_SELECTION,
-        TORCH_CPU,
-        BackendTime,
-        ComparePoint,
-        VllmDefault,
-    )
-    from tuner.core import ComparisonStatus
-
     out = io.StringIO()
     console = Console(file=out, width=width, color_system=None)
     monkeypatch.setattr(compare_cli, "console", console)
     monkeypatch.setattr(output, "console", console)
     times = tuple(
         BackendTime(n, ComparisonStatus.OK, 10.0 + i, 10.0 + i, 10.0 + i)
-        for i, n in enumerate(n for n in BACKENDS if n != TORCH_CPU)
+        for i, n in enumerate(n for n in BACKENDS if n != CPU)
     )
     marlin = VllmDefault(("vllm-marlin",), "MarlinFP8ScaledMMLinearKernel", BY_SELECTION)
     compare_cli._print_shape(256, 384, [ComparePoint(256, 384, 1, times)], "GPU timings", marlin)

@@ -14,6 +14,7 @@ from tuner.cli import verify as cli_verify
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.measure.trial import TrialResult
+from tuner.run import gpus
 
 SHAPE_LINE = re.compile(r"^(N=\d+,K=\d+): keys ([\d, ]+); checking (\d+) M values$")
 SMALL, BIG = (256, 384), (576, 256)  # the two shapes of `tiny`
@@ -107,8 +108,6 @@ def verify(url, *args, m=("--m", "1,16"), code=None):
 def test_bad_input_is_one_line_and_exit_2(store, fake_runner, monkeypatch):
     """A visible GPU's vLLM key, not the typed name, must be in the store, so the files checked
     are those of the GPU that times them."""
-    from tuner.run import gpus
-
     url, _ = store
     l20 = gpus.GpuInfo(0, "0", "NVIDIA L20", "NVIDIA_L20", "8.9")
     monkeypatch.setattr(gpus, "visible_gpus", lambda: [l20])
