@@ -2,18 +2,22 @@
 skipped with one line each, of one file in two spellings the one vLLM reads); bad files store
 nothing; the launch check (entries compiled for the device's architecture, from its trials,
 else the table of known GPUs; those that cannot launch left out of every merge with the
-reason); fused-MoE files kept with their E; AMD keys and device names with parentheses kept."""
+reason); fused-MoE files kept with their E; AMD keys and device names with parentheses kept.
+
+A device whose vLLM key holds '(' and ')' is exported, published and served over HTTP under
+its own name, named as a user types the GPU's name (the name rule: tests/tuner/inputs)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from types import SimpleNamespace
+from urllib.parse import quote
 
 import pytest
 
 from db.files import list_imports
-from tests.cli.common import invoke, ok, session_on
+from tests.cli.common import PLAN, invoke, ok, service, session_on
 from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
 from tuner.files.format import dump_config_file
 from tuner.files.merge import build_device_files, dense_key, import_targets
@@ -273,3 +277,23 @@ def test_amd_keys_and_an_intel_device_name_are_kept(tmp_path: Path, db) -> None:
     imported = dict(stored(db, "device_name", "configs"))
     assert imported == files
     assert list(imported["AMD_Instinct_MI325X"][1]) == list(mi325x)  # the file's key order
+
+
+INTEL = "Intel(R)_Data_Center_GPU_Max_1550"
+TYPED = "Intel(R) Data Center GPU Max 1550"  # the GPU's own name, as a user would type it
+
+
+def test_a_device_with_parentheses_exports_and_serves(tmp_path: Path, db) -> None:
+    fill(db, PLAN, device_name=INTEL, m_values=(1, 16))
+    out = tmp_path / "out"
+    ok("export", "--device", TYPED, "--out", out, "--db", db)
+    name = config_file_name(576, 7168, INTEL)
+    assert [p.name for p in out.iterdir()] == [name]
+    exported = (out / name).read_bytes()
+    assert json.loads(exported) == {"1": FAST, "16": DEFAULT}
+    ok("publish", "--device", TYPED, "--db", db)
+    with service(db) as client:
+        listed = client.get(f"/devices/{quote(INTEL)}/configs")
+        assert [f["file_name"] for f in listed.json()["files"]] == [name], listed.text
+        assert client.get(f"/devices/{quote(INTEL)}/configs/{quote(name)}").content == exported
+        assert client.get(f"/devices/{quote(TYPED)}/configs").status_code == 200
