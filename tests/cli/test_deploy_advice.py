@@ -2,7 +2,7 @@
 source (`tuner.files.mounts.advice_comments` / `tuner.inputs.backends.device_advice`), and puts
 `--linear-backend triton` where vLLM needs it, added to the user's own server arguments: `tuner
 mounts` in each --format (the pull recipes from the store here, without reaching the server;
-GET /devices/{d}/mounts serves the same text: tests/cli/test_imported_only.py), `tuner pull`
+GET /devices/{d}/mounts serves the same text: tests/cli/test_cli_import.py), `tuner pull`
 and the download README (`tuner recipe sweep`'s: in
 tests/cli/test_recipe.py; the pods' validity: tests/tuner/files/test_mounts.py); for an sm89
 device (NVIDIA_L20: Marlin by default) and an sm90 one (NVIDIA_H200: DeepGEMM by default). The
