@@ -200,7 +200,7 @@ def test_an_sm90_entry_is_left_out_on_an_l20_everywhere(tmp_path: Path, db, monk
         + REASON
     )
     assert note in " ".join(exported.stdout.split())
-    # The routes and the report on an entry left out: test_an_entry_that_cannot_launch_is_left_out_of_every_output.
+    # The routes and the report on an entry left out: the imported-only tests below.
 
 
 def test_an_moe_file_is_imported_with_its_e_once_checked_without_top_k_and_exported_as_it_was(
