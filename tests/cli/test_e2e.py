@@ -31,14 +31,6 @@ def tuner(*args, cwd, env=None):
     )
 
 
-@pytest.fixture(scope="module")
-def swept(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("e2e")
-    run = tuner(*SWEEP, "--db", f"sqlite:///{folder}/tuner.db", cwd=folder)
-    assert run.returncode == 0, run.stderr
-    return folder, run
-
-
 def expected_files(db):
     """Files computed straight from the decisions table: per task the config kept after the
     interleaved re-timing, unless vLLM's default config (re-timed with it) is at least as
@@ -63,9 +55,10 @@ def expected_files(db):
     }
 
 
-def test_every_trial_is_stored_checked_and_the_default_is_timed_in_every_task(swept):
-    folder, run = swept
-    db = folder / "tuner.db"
+def test_every_trial_is_stored_checked_and_timed_against_the_default_and_served(tmp_path):
+    run = tuner(*SWEEP, "--db", f"sqlite:///{tmp_path}/tuner.db", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    db = tmp_path / "tuner.db"
     assert query(db, "SELECT count(*), sum(state = 'done') FROM tasks") == [(4, 4)]
     tasks = [(n, k, m) for n, k in ((256, 384), (576, 256)) for m in (1, 32)]
     assert sorted(query(db, "SELECT N, K, M FROM tasks")) == tasks
@@ -99,10 +92,11 @@ def test_every_trial_is_stored_checked_and_the_default_is_timed_in_every_task(sw
     [(measure_s,)] = query(db, "SELECT sum(measure_s) FROM trials")
     assert float(times[1]) == pytest.approx(measure_s, abs=0.06)
     assert 0 < float(times[1]) < float(times[2])
+    files_over_http_match_the_winners_in_the_store(tmp_path)
 
 
-def test_files_over_http_match_the_winners_in_the_store(swept):
-    folder, _ = swept
+def files_over_http_match_the_winners_in_the_store(folder):
+    """`tuner serve` on the store in `folder` serves the files `expected_files` computes."""
     expected = expected_files(folder / "tuner.db")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
