@@ -41,20 +41,14 @@ def tuner(command: str, code: int | None = None):
     return invoke(*command.split(), code=code)
 
 
-def published(tmp_path: Path) -> str:
-    """A store whose L20 files are published as release 1."""
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    fill(db, PLAN, m_values=(1, 16))
-    tuner(f"publish --device L20 --db {db}", code=0)
-    return db
-
-
 @pytest.fixture
 def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A store with release 1 (file A) and release 2 (A and an imported B), and `fetch`
     answered by the app in-process; yields (client, calls, tamper): `tamper` maps a file name
     to bytes served instead of its own."""
-    db = published(tmp_path)
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    fill(db, PLAN, m_values=(1, 16))
+    tuner(f"publish --device L20 --db {db}", code=0)  # release 1
     (tmp_path / B).write_text(dump_config_file({1: FAST}))
     tuner(f"import {tmp_path / B} --db {db} --no-check", code=0)  # release 2
     calls: list[str] = []
@@ -74,7 +68,7 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         yield client, calls, tamper
 
 
-def test_pull_the_newest_then_pin_the_first(served, tmp_path: Path) -> None:
+def test_pull_the_newest_then_pin_the_first_as_recipes_pin_the_newest(served, tmp_path) -> None:
     client, calls, _ = served
     out = tmp_path / "configs"
     first = tuner(f"pull --server {SERVER} --device L20 --out {out}")
@@ -96,6 +90,14 @@ def test_pull_the_newest_then_pin_the_first(served, tmp_path: Path) -> None:
         "1 file(s), sha256 checked; removed 1 file(s) of the previous release"
     ), pinned.output
     assert sorted(p.name for p in out.iterdir()) == sorted([A, MARKER])
+    # The pull recipes pin the server's newest release (2; one pinned from the store here:
+    # tests/cli/test_deploy_advice.py).
+    compose = tuner(f"mounts --device L20 --format compose-pull --server {SERVER}")
+    serving = yaml.safe_load(compose.stdout)["services"]["vllm"]
+    assert serving["depends_on"]["blockfp8-pull"] == {"condition": "service_completed_successfully"}
+    assert [v["volume"]["subpath"] for v in serving["volumes"]] == sorted([A, B])  # release 2
+    missing = tuner("mounts --device L20 --format k8s-pull")
+    one_line_error(missing, "--format k8s-pull needs --server, the tuner service's URL")
 
 
 @pytest.mark.parametrize(
@@ -114,16 +116,6 @@ def test_a_bad_release_is_one_line_and_writes_nothing(served, tmp_path, args, me
     result = tuner(f"pull --server {SERVER} {args} --out {tmp_path / 'c'}", code=1)
     assert result.stderr.startswith(message) and len(result.stderr.splitlines()) == 1
     assert not (tmp_path / "c").exists()
-
-
-def test_pull_recipes_pin_the_servers_newest_release(served) -> None:
-    # A pinned release from the store here: tests/cli/test_deploy_advice.py.
-    compose = tuner(f"mounts --device L20 --format compose-pull --server {SERVER}")
-    serving = yaml.safe_load(compose.stdout)["services"]["vllm"]
-    assert serving["depends_on"]["blockfp8-pull"] == {"condition": "service_completed_successfully"}
-    assert [v["volume"]["subpath"] for v in serving["volumes"]] == sorted([A, B])  # release 2
-    missing = tuner("mounts --device L20 --format k8s-pull")
-    one_line_error(missing, "--format k8s-pull needs --server, the tuner service's URL")
 
 
 def test_pull_warns_when_the_triton_here_is_not_the_releases_and_strict_refuses(
@@ -211,7 +203,6 @@ def test_an_answer_that_is_not_the_tuner_services_says_so() -> None:
     )
 
 
-NAME = "N=576,K=7168,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
 TUNED = f"; tuned with torch 2.11.0, triton {TRITON}, kernels of builtin"
 UNCHANGED = "NVIDIA_L20: files unchanged since release 1; no new release" + TUNED
 PG_URL = os.environ.get("TUNER_TEST_PG_URL")
@@ -234,18 +225,18 @@ def test_publish_freezes_the_exported_bytes_once(tmp_path: Path) -> None:
     assert publish(db, "NVIDIA_L20").stdout.strip() == UNCHANGED
     out = tmp_path / "o"
     ok("export", "--device", "L20", "--out", str(out), "--db", db)
-    expected = (out / NAME).read_bytes()
+    expected = (out / A).read_bytes()
     with session_on(db) as session:
         release = get_release(session, device_name="NVIDIA_L20")
         assert [r.number for r in list_releases(session, device_name="NVIDIA_L20")] == [1]
         assert release.reason == "tuner publish"
         assert [(f.file_name, f.sha256, f.size) for f in release.files] == [
-            (NAME, hashlib.sha256(expected).hexdigest(), len(expected))
+            (A, hashlib.sha256(expected).hexdigest(), len(expected))
         ]
         assert release.files[0].detail["m_keys"] == [1, 16]
         assert blob(session, sha256=release.files[0].sha256) == expected
         archive = zipfile.ZipFile(io.BytesIO(blob(session, sha256=release.archives["vllm"])))
-        assert archive.read(NAME) == expected
+        assert archive.read(A) == expected
         assert release.summary["scope"]["allow_stale"] is False
         tuned = [(t["gpu_name"], t["driver"], t["winners"]) for t in release.summary["tuned_with"]]
         assert tuned == [("NVIDIA L20", "580.1", 2)]
