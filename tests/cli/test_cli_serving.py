@@ -108,7 +108,7 @@ def test_malformed_user_shapes_file(tmp_path: Path, db, monkeypatch: pytest.Monk
 GOOD = dump_config_file({1: FAST, 4096: SLOW})
 
 
-def test_import_for_an_unknown_device_changes_nothing(tmp_path: Path, db) -> None:
+def test_an_unknown_device_or_bad_configs_file_changes_nothing(tmp_path: Path, db) -> None:
     fill(db, PLAN)
     path = tmp_path / config_file_name(576, 7168, "NVIDIA_H200")
     path.write_text(GOOD)
@@ -119,11 +119,22 @@ def test_import_for_an_unknown_device_changes_nothing(tmp_path: Path, db) -> Non
         "file's device 'NVIDIA_H200'",
     )
     assert row_counts(db) == before
+    config, bad = json.dumps(FAST), tmp_path / "configs.json"
+    sweep = "sweep --device interpreter --model tiny --m 1 --strategy grid --configs".split()
+    for content, problem in [  # a bad configs file changes nothing either
+        (f"[{config}"[:-5], "invalid JSON: Unterminated string"),
+        (f'[{config}, {config[:-1]}, "kpack": 1}}]', "config #2: AMD key(s) kpack"),
+        ("{}", "expected a non-empty JSON list of config objects"),
+    ]:
+        bad.write_text(content)
+        (line,) = invoke(*sweep, bad, "--db", db, code=2).stderr.strip().splitlines()
+        assert line.startswith(f"error: {bad}: ") and problem in line
+        assert row_counts(db) == before
     moved = ok("import", str(path), "--device", "L20", "--db", db, "--no-check")
     assert "for NVIDIA_L20 (file named for NVIDIA_H200) as 'imported'" in moved.stdout
 
 
-def test_export_merges_imports_and_spells_for_sglang(tmp_path: Path, db) -> None:
+def test_export_merges_imports_spells_for_sglang_and_flags_what_it_rewrites(tmp_path, db) -> None:
     fill(db, PLAN, m_values=(1, 16))
     shipped = tmp_path / config_file_name(576, 7168, "NVIDIA_L20")
     shipped.write_text(dump_config_file({1: SLOW, 2048: SLOW}))
@@ -139,6 +150,18 @@ def test_export_merges_imports_and_spells_for_sglang(tmp_path: Path, db) -> None
     # The merge's notes: tests/api/test_writes.py; export prints them.
     assert "M=1: measured winner replaces the entry imported from" in flat(result.stdout)
     assert "a sweep against SGLang's kernel is the exact answer" in result.stderr
+    # Entries SGLang rewrites as it reads them are flagged, for its release (the rule:
+    # tests/tuner/files/test_engine_folders.py).
+    amd = tmp_path / config_file_name(576, 7168, "AMD_Instinct_MI300X")
+    amd.write_text(dump_config_file({1: {**FAST, "BLOCK_SIZE_K": 64}, 16: FAST}))
+    ok("import", str(amd), "--db", db, "--no-check", "--no-publish")
+    export = f"export --device AMD_Instinct_MI300X --out {tmp_path / 'amd'} --db {db}".split()
+    flagged = (
+        f"warning: SGLang 0.5.23 rewrites {engine_file_name(amd.name, 'sglang')} as it reads it"
+    )
+    assert flagged in ok(*export, "--engine", "sglang").stderr
+    assert "warning:" not in ok(*export, "--engine", "sglang", "--engine-version", "0.5.11").stderr
+    assert "rewrites" not in ok(*export).stderr
 
 
 def test_mounts_from_store_and_folder(tmp_path: Path, db) -> None:
@@ -180,29 +203,6 @@ def test_mounts_from_store_and_folder(tmp_path: Path, db) -> None:
     )
 
 
-CONFIG = json.dumps(FAST)
-
-
-@pytest.mark.parametrize(
-    ("content", "problem"),
-    [
-        (f"[{CONFIG}"[:-5].encode(), "invalid JSON: Unterminated string"),
-        (f'[{CONFIG}, {CONFIG[:-1]}, "kpack": 1}}]'.encode(), "config #2: AMD key(s) kpack"),
-        (b"{}", "expected a non-empty JSON list of config objects"),
-    ],
-)
-def test_bad_configs_files_change_nothing(tmp_path: Path, db, content: bytes, problem: str) -> None:
-    fill(db, PLAN)
-    before = row_counts(db)
-    bad = tmp_path / "configs.json"
-    bad.write_bytes(content)
-    sweep = "sweep --device interpreter --model tiny --m 1 --strategy grid --configs".split()
-    result = invoke(*sweep, str(bad), "--db", db, code=2)
-    (line,) = result.stderr.strip().splitlines()
-    assert line.startswith(f"error: {bad}: ") and problem in line
-    assert row_counts(db) == before
-
-
 def test_mounts_follow_the_engine_and_triton_versions(tmp_path: Path) -> None:
     # The folders by release and the refusals of bad versions: tests/tuner/files/test_mounts.py.
     name = config_file_name(576, 7168, "NVIDIA_L20")
@@ -228,20 +228,6 @@ def test_mounts_follow_the_engine_and_triton_versions(tmp_path: Path) -> None:
         f'{engine_file_name(name, "sglang")}:ro" \\',
     ]
     assert "(--triton-version;" in with_moe.stdout
-
-
-def test_export_for_sglang_flags_entries_it_rewrites_on_read(tmp_path: Path, db) -> None:
-    fill(db, PLAN, m_values=(1, 16))
-    shipped = tmp_path / config_file_name(576, 7168, "AMD_Instinct_MI300X")
-    shipped.write_text(dump_config_file({1: {**FAST, "BLOCK_SIZE_K": 64}, 16: FAST}))
-    ok("import", str(shipped), "--db", db, "--no-check", "--no-publish")
-    export = f"export --device AMD_Instinct_MI300X --out {tmp_path / 'out'} --db {db}".split()
-    result = ok(*export, "--engine", "sglang")
-    # the rule: tests/tuner/files/test_engine_folders.py
-    name = engine_file_name(shipped.name, "sglang")
-    assert f"warning: SGLang 0.5.23 rewrites {name} as it reads it" in result.stderr
-    assert "warning:" not in ok(*export, "--engine", "sglang", "--engine-version", "0.5.11").stderr
-    assert "rewrites" not in ok(*export).stderr
 
 
 def test_an_h200_nvl_mounts_vllms_moe_files_named_for_every_h200(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ def _stored(db: str):
     return stored
 
 
-def test_compare_tiny_on_the_interpreter(db) -> None:
+def test_compare_tiny_on_the_interpreter_and_its_bad_input(db) -> None:
     # N=256,K=384 has a file whose M=1 winner is FAST; N=576,K=256 has no trials.
     fill(db, FAST_AT_1, **TINY)
     result = ok(*COMPARE, "--db", db)
@@ -62,11 +62,7 @@ def test_compare_tiny_on_the_interpreter(db) -> None:
     assert tuned.note == "16x64x128 g1 w4 s3" and tuned.p20_us <= tuned.latency_us <= tuned.p80_us
     missing = next(p for p in stored.points if (p.N, p.backend) == (576, "triton-tuned"))
     assert missing.note == "no file for this shape in the store"
-
-
-def test_compare_bad_input(db) -> None:
-    fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0)]}, **TINY)
-    for args, message in [
+    for args, message in [  # bad input: one line, exit 2
         (["--model", "nope"], "unknown model 'nope'"),
         (["--model", "tiny", "--m", "0"], "--m: '0' is not a positive integer"),
         (["--model", "tiny", "--kernel", "vllm"], "--kernel vllm: vLLM is not importable here"),
