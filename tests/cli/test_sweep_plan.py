@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.common import invoke, ok, one_line_error, query
+from tests.cli.common import flat, invoke, ok, one_line_error, query
 from tests.cli.robust import ENVIRONMENT, run_tuner, sweep_args, write_landscape
 from tests.storefill import FAST
 from tuner.core import CONFIG_KEYS, TrialStatus, vllm_device_name
@@ -124,45 +124,29 @@ def folder(tmp_path, monkeypatch):
     return tmp_path
 
 
-def one_line(args: list[str], expected: str) -> None:
-    one_line_error(invoke(*args), expected)
-
-
-def test_worker_refuses_what_it_cannot_run(folder, no_visible_gpu):
+def test_worker_refuses_what_it_cannot_run_and_says_when_nothing_is_left(folder, no_visible_gpu):
     db = ["--db", "sqlite:///t.db"]
-    one_line(
-        ["worker", "--device", "L20", "--replay", "l20.json", "--sweep", "2", *db],
-        "no sweep 2 in store sqlite:///t.db",
-    )
     (folder / "c.json").write_text(json.dumps([FAST]))  # another space than the sweep's
     args = "worker --device L20 --replay l20.json --configs c.json --sweep 1"
     result = invoke(*args.split(), *db, code=2)
     assert result.stderr.startswith("error: sweep 1 searches config space vllm@replay:")
     assert "pass the --configs/--replay file and --kernel the sweep was made with" in result.stderr
-    one_line(
-        ["worker", "--device", "L20", *db],
-        "no visible GPU matches --device L20; visible: no CUDA GPU",
-    )
-    one_line(
-        ["worker", "--device", "interpreter", "--sweep", "1", *db],
-        "sweep 1 is for NVIDIA_L20, not TRITON_INTERPRETER",
-    )
-    one_line(
-        ["worker", "--device", "H200", "--replay", "l20.json", *db],
-        "--device H200 does not name the landscape's device NVIDIA_L20",
-    )
-
-
-def test_worker_with_nothing_to_do_says_so(folder):
-    result = ok("worker", "--device", "interpreter", "--db", "sqlite:///t.db")
+    for args, line in [
+        ("--device L20 --replay l20.json --sweep 2", "no sweep 2 in store sqlite:///t.db"),
+        ("--device L20", "no visible GPU matches --device L20; visible: no CUDA GPU"),
+        ("--device interpreter --sweep 1", "sweep 1 is for NVIDIA_L20, not TRITON_INTERPRETER"),
+        (
+            "--device H200 --replay l20.json",
+            "--device H200 does not name the landscape's device NVIDIA_L20",
+        ),
+    ]:
+        one_line_error(invoke("worker", *args.split(), *db), line)
+    result = ok("worker", "--device", "interpreter", *db)
     assert "nothing to do: no unfinished task in sweeps on TRITON_INTERPRETER (space vllm)" in (
-        " ".join(result.stdout.split())
+        flat(result.stdout)
     )
-
-
-def test_no_run_for_a_gpu_this_host_lacks(folder):
-    args = "sweep --device H200 --model tiny --m 1 --no-run --db sqlite:///t.db"
-    result = ok(*args.split())
+    # A sweep for a GPU this host lacks can be created to run elsewhere.
+    result = ok(*"sweep --device H200 --model tiny --m 1 --no-run".split(), *db)
     assert "sweep 2 (new): NVIDIA_H200, tiny TP 1, 2 shapes x 1 M, guided, no run" in (
         result.stdout
     )
