@@ -180,13 +180,8 @@ def winners(url: str, device_name: str = "NVIDIA_L20") -> list[tuple]:
 
 def measure_log(path: Path) -> list[tuple[int, str, int, str]]:
     """Lines of TUNER_TEST_MEASURE_LOG: (pid, start|done, task_id, config label)."""
-    if not path.exists():
-        return []
-    lines = []
-    for line in path.read_text().splitlines():
-        pid, event, task_id, label = line.split("\t")
-        lines.append((int(pid), event, int(task_id), label))
-    return lines
+    rows = [line.split("\t") for line in path.read_text().splitlines()] if path.exists() else []
+    return [(int(pid), event, int(task_id), label) for pid, event, task_id, label in rows]
 
 
 def remeasured_after_done(log: list[tuple[int, str, int, str]]) -> list[tuple[int, str]]:

@@ -197,12 +197,8 @@ def writer_args(folder, url: str) -> list[str]:
 
 
 def writer_sweep(folder, url: str) -> list[str]:
-    m = ",".join(map(str, WRITER_M))
-    return [
-        "sweep",
-        *f"--model tiny --m {m} --strategy grid --trials {WRITER_TRIALS}".split(),
-        *writer_args(folder, url),
-    ]
+    m, trials = ",".join(map(str, WRITER_M)), str(WRITER_TRIALS)
+    return sweep_args(folder, url, m, "--trials", trials, configs="configs8.json")
 
 
 @pytest.fixture(scope="module")
