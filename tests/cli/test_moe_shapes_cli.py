@@ -29,7 +29,7 @@ def table_rows(text: str) -> list[list[str]]:
     ]
 
 
-def test_from_config_qwen3_moe_tp2_gives_e128_n384_and_saves_it(tmp_path: Path) -> None:
+def test_from_config_gives_qwen3_moes_e128_n384_and_saves_it_and_deepseeks_experts(tmp_path):
     config = tmp_path / "config.json"
     config.write_text(json.dumps({**QWEN3_MOE, "_name_or_path": "Qwen/Qwen3-30B-A3B-FP8"}))
     result = shapes("from-config", config, "--tp", "2", "--save", "q3moe")
@@ -52,19 +52,14 @@ def test_from_config_qwen3_moe_tp2_gives_e128_n384_and_saves_it(tmp_path: Path) 
     assert saved.description == (
         "Qwen/Qwen3-30B-A3B-FP8: dense layers and MoE experts derived from config.json"
     )
-
-
-def test_from_config_experts_only_for_deepseek(tmp_path: Path) -> None:
-    config = tmp_path / "config.json"
+    # DeepSeek-V3: its experts only.
     deepseek = {"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168}
     deepseek |= {"n_routed_experts": 256, "moe_intermediate_size": 2048, "num_experts_per_tok": 8}
-    config.write_text(
-        json.dumps(deepseek | {"quantization_config": QWEN3_MOE["quantization_config"]})
-    )
+    deepseek |= {"quantization_config": QWEN3_MOE["quantization_config"]}
+    config.write_text(json.dumps(deepseek))
     result = shapes("from-config", config, "--tp", "8")
-    assert "dense layers of DeepseekV3ForCausalLM are not derived; MoE experts only" in flat(
-        result.stdout
-    )
+    experts_only = "dense layers of DeepseekV3ForCausalLM are not derived; MoE experts only"
+    assert experts_only in flat(result.stdout)
     assert table_rows(result.stdout) == [["256", "256", "7168", "8"]], result.output
 
 
