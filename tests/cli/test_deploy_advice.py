@@ -112,20 +112,6 @@ def comments(text: str) -> list[str]:
     return [line.strip()[2:] for line in text.splitlines() if line.strip().startswith("# ")]
 
 
-def assert_advice(text: str, device_name: str) -> None:
-    found = comments(text)
-    advice = ADVICE[device_name]
-    at = found.index(advice[0])
-    assert found[at : at + len(advice)] == advice
-
-
-def assert_flag(text: str, fmt: str) -> None:
-    lines = text.splitlines()
-    flag = FLAG[fmt]
-    assert lines[-len(flag) :] == flag
-    assert sum("--linear-backend" in line for line in lines) == (2 if fmt == "docker" else 3)
-
-
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_tuner_mounts_every_format_with_the_flag_only_for_vllm_on_a_gpu(
     store: str, no_server, fmt: str
@@ -140,8 +126,12 @@ def test_tuner_mounts_every_format_with_the_flag_only_for_vllm_on_a_gpu(
                 f"note: {device_name} release 1 read from the store here (content "
             )
             assert run.stderr.endswith(f"); {SERVER} was not asked: it must serve the same store\n")
-        assert_advice(run.stdout, device_name)
-        assert_flag(run.stdout, fmt)
+        found, advice = comments(run.stdout), ADVICE[device_name]
+        at = found.index(advice[0])
+        assert found[at : at + len(advice)] == advice
+        lines = run.stdout.splitlines()
+        assert lines[-len(FLAG[fmt]) :] == FLAG[fmt]
+        assert sum("--linear-backend" in line for line in lines) == (2 if fmt == "docker" else 3)
     sglang = ok(*mounts, "--device", "L20", *"--engine sglang --triton-version 3.8.0".split())
     assert "--linear-backend" not in sglang.stdout and "Marlin" not in sglang.stdout
     assert f"# {SGLANG_NOTE}" in sglang.stdout.splitlines()

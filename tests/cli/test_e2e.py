@@ -6,29 +6,18 @@ import re
 import socket
 import subprocess
 import sys
-import time
 import zipfile
 
 import httpx
 import pytest
 
 from tests.cli.common import query
+from tests.cli.robust import wait_for
 
 # M = 1 and a multiple of 16: both specializations of M
 SWEEP = "sweep --device interpreter --model tiny --m 1,32 --strategy optuna --trials 3".split()
 SWEEP += ["--interpreter-reps", "1"]
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
-
-
-def tuner(*args, cwd, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "tuner.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
 
 
 def expected_files(db):
@@ -56,7 +45,8 @@ def expected_files(db):
 
 
 def test_every_trial_is_stored_checked_and_timed_against_the_default_and_served(tmp_path):
-    run = tuner(*SWEEP, "--db", f"sqlite:///{tmp_path}/tuner.db", cwd=tmp_path)
+    sweep = [sys.executable, "-m", "tuner.cli", *SWEEP, "--db", f"sqlite:///{tmp_path}/tuner.db"]
+    run = subprocess.run(sweep, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr
     db = tmp_path / "tuner.db"
     assert query(db, "SELECT count(*), sum(state = 'done') FROM tasks") == [(4, 4)]
@@ -110,15 +100,14 @@ def files_over_http_match_the_winners_in_the_store(folder):
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
+
+        def up() -> bool:
             try:
-                if httpx.get(f"{base}/health").status_code == 200:
-                    break
+                return httpx.get(f"{base}/health").status_code == 200
             except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "server did not come up"
-            time.sleep(0.2)
+                return False
+
+        wait_for(up, 60, "server did not come up", every_s=0.2)
         archive = httpx.get(f"{base}/devices/TRITON_INTERPRETER/configs.zip")
         assert archive.status_code == 200
         with zipfile.ZipFile(io.BytesIO(archive.content)) as zipped:

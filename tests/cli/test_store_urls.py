@@ -82,13 +82,6 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def closed_port() -> int:
-    """A local TCP port that nothing listens on (bound, then closed)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def refused(command: str, url: str, folder: Path) -> list[str]:
     """stderr's lines of a command that must exit 2; the folder holds what it held before."""
     result = invoke(*command.split(), "--db", url, code=2)
@@ -100,7 +93,10 @@ def refused(command: str, url: str, folder: Path) -> list[str]:
 @pytest.mark.parametrize("command", sorted(EVERY))
 def test_a_server_that_does_not_answer_is_one_line(folder, command):
     pytest.importorskip("psycopg")
-    port = closed_port()  # postgres:// opens as postgresql+psycopg://, as every spelling does
+    with socket.socket() as probe:  # a port nothing listens on: bound, then closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # postgres:// opens as postgresql+psycopg://, as every spelling does
     assert refused(EVERY[command], f"postgres://tuner@127.0.0.1:{port}/tuner", folder) == [
         f"error: cannot connect to the store postgresql+psycopg://tuner@127.0.0.1:{port}/"
         f'tuner (connection to server at "127.0.0.1", port {port} failed: Connection '

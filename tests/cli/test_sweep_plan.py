@@ -42,11 +42,6 @@ def _gpus(monkeypatch, *names):
     monkeypatch.setattr(gpus, "visible_gpus", lambda: listed)
 
 
-def _workers_line(result) -> str:
-    [line] = [line for line in result.stdout.splitlines() if line.startswith("  total:")]
-    return line.split("; ")[0]
-
-
 def test_dry_run_prints_the_plan_and_creates_no_store(tmp_path):
     result = sweep(
         tmp_path, "--device interpreter --model tiny --m 1,16,32 --trials 3 --dry-run", code=0
@@ -102,8 +97,8 @@ def test_a_plan_counts_the_matching_gpus(tmp_path, monkeypatch, visible, more, n
         tmp_path, f"--device L20 --model tiny --m 1,16,32,2048,4096 --trials 8 {more}", code=0
     )
     assert result.stderr.splitlines() == ([note] if note else [])
-    line = f"  total: 10 task(s), 80 trial(s) to run, {workers} worker(s)"
-    assert _workers_line(result) == line
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("  total:")]
+    assert line.split("; ")[0] == f"  total: 10 task(s), 80 trial(s) to run, {workers} worker(s)"
     assert not (tmp_path / "t.db").exists()
 
 
