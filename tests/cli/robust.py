@@ -103,10 +103,8 @@ def sweep_args(
     return [*args, "--configs", str(folder / configs), "--replay", str(folder / "l20.json"), *extra]
 
 
-def tuner_command(*args: str) -> list[str]:
-    """The `tuner` command with fault-injecting runners (`tests.cli.hooked`), whose faults
-    `tuner_env`'s variables set."""
-    return [sys.executable, "-m", "tests.cli.hooked", *args]
+# The `tuner` command with fault-injecting runners, whose faults `tuner_env`'s variables set.
+HOOKED = [sys.executable, "-m", "tests.cli.hooked"]
 
 
 def tuner_env(**extra: str) -> dict[str, str]:
@@ -123,19 +121,19 @@ def tuner_env(**extra: str) -> dict[str, str]:
 
 
 def start_tuner(*args: str, cwd: Path, quiet: bool = False, new_session: bool = False, **env: str):
-    """`tuner ARGS` started in `cwd` (`tuner_command`, `tuner_env(**env)`), its stdout and
+    """`tuner ARGS` started in `cwd` (`HOOKED`, `tuner_env(**env)`), its stdout and
     stderr read as text through pipes, or thrown away when `quiet`; in a session of its own
     (a process group to kill) with `new_session`."""
     out = subprocess.DEVNULL if quiet else subprocess.PIPE
     pipes = {"stdout": out, "stderr": out, "text": True, "start_new_session": new_session}
-    return subprocess.Popen(tuner_command(*args), cwd=cwd, env=tuner_env(**env), **pipes)
+    return subprocess.Popen([*HOOKED, *args], cwd=cwd, env=tuner_env(**env), **pipes)
 
 
 def run_tuner(*args: str, cwd: Path, code: int = 0, timeout: float = 300, **env: str):
-    """`tuner ARGS` run to its end in `cwd` (`tuner_command`, `tuner_env(**env)`), its output
+    """`tuner ARGS` run to its end in `cwd` (`HOOKED`, `tuner_env(**env)`), its output
     captured as text, asserting that it exited `code`."""
     options = {"capture_output": True, "text": True, "timeout": timeout}
-    run = subprocess.run(tuner_command(*args), cwd=cwd, env=tuner_env(**env), **options)
+    run = subprocess.run([*HOOKED, *args], cwd=cwd, env=tuner_env(**env), **options)
     assert run.returncode == code, run.stdout + run.stderr
     return run
 

@@ -3,10 +3,9 @@
 import re
 
 import pytest
-from typer.testing import CliRunner
 
+from tests.cli.common import ok
 from tests.cli.robust import ENVIRONMENT, write_landscape
-from tuner.cli.app import app
 from tuner.cli.landscape import build_landscape
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
@@ -18,12 +17,8 @@ def test_record_returns_the_replayed_landscape(tmp_path, monkeypatch):
     path, configs = write_landscape(tmp_path, (1, 16))
     db = f"--db=sqlite:///{tmp_path}/t.db"
     sweep = "sweep --device L20 --model tiny --m 1,16 --strategy grid --trials 200 --replay"
-    swept = CliRunner().invoke(app, [*sweep.split(), str(path), "--configs", str(configs), db])
-    assert swept.exit_code == 0, swept.output
-    record = CliRunner().invoke(
-        app, [*"landscape record --device L20 --out rec/l20.json".split(), db]
-    )
-    assert record.exit_code == 0, record.output
+    ok(*sweep.split(), path, "--configs", configs, db)
+    record = ok(*"landscape record --device L20 --out rec/l20.json".split(), db)
     assert record.stdout.startswith(
         "wrote rec/l20.json: NVIDIA_L20, 4 (N, K, M), 384 trials (336 ok), triton 3.6.0"
     )

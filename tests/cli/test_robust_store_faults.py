@@ -190,12 +190,6 @@ WRITER_TRIALS = 8
 PG_URL = os.environ.get("TUNER_TEST_PG_URL")
 
 
-def writer_args(folder, url: str) -> list[str]:
-    """The arguments `tuner worker` shares with the `tuner sweep` whose tasks it joins."""
-    replay = f"--configs {folder / 'configs8.json'} --replay {folder / 'l20.json'}"
-    return ["--device", "L20", *replay.split(), "--db", url]
-
-
 def writer_sweep(folder, url: str) -> list[str]:
     m, trials = ",".join(map(str, WRITER_M)), str(WRITER_TRIALS)
     return sweep_args(folder, url, m, "--trials", trials, configs="configs8.json")
@@ -228,7 +222,9 @@ def run_workers(folder, url: str, workers: int, *scope: str, sweeps: int = 0):
     # Replayed trials take well under a millisecond: 50 ms each keeps a worker busy long
     # enough (16 tasks x 8 trials, about 6 s alone) for the others to start and claim tasks.
     env = {"TUNER_LEASE_S": "4", "TUNER_TEST_MEASURE_LOG": str(log_path)}
-    worker = ["worker", *scope, *writer_args(folder, url)]
+    # What `tuner worker` shares with the `tuner sweep` whose tasks it joins.
+    replay = f"--configs {folder / 'configs8.json'} --replay {folder / 'l20.json'}"
+    worker = ["worker", *scope, "--device", "L20", *replay.split(), "--db", url]
     processes = [
         start_tuner(
             *([*sweep, "--no-publish"] if index < sweeps else worker),
