@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 import typer.main
@@ -194,11 +193,10 @@ def test_a_word_too_long_for_80_columns_folds_and_keeps_the_last_column() -> Non
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path}/tuner.db"
+def store(db: str) -> str:
     rows = [(DEFAULT, True, "ok", 144072.7), (FAST, False, "ok", 120000.25)]
-    fill(url, {(17408, 5120, m): [*rows, (SLOW, False, "ok", 150000.0)] for m in (1, 16, 32)})
-    return url
+    fill(db, {(17408, 5120, m): [*rows, (SLOW, False, "ok", 150000.0)] for m in (1, 16, 32)})
+    return db
 
 
 @pytest.mark.parametrize("command", ["winners --device L20", "status", "status --sweep 1"])

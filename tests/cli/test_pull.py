@@ -42,11 +42,10 @@ def tuner(command: str, code: int | None = None):
 
 
 @pytest.fixture
-def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def served(tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch):
     """A store with release 1 (file A) and release 2 (A and an imported B), and `fetch`
     answered by the app in-process; yields (client, calls, tamper): `tamper` maps a file name
     to bytes served instead of its own."""
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
     fill(db, PLAN, m_values=(1, 16))
     tuner(f"publish --device L20 --db {db}", code=0)  # release 1
     (tmp_path / B).write_text(dump_config_file({1: FAST}))

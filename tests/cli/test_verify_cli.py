@@ -92,12 +92,11 @@ def _fill(url, fast=FAST, kernel="builtin"):
 
 
 @pytest.fixture
-def store(tmp_path):
+def store(tmp_path, db):
     """`_fill`'s store, its trials timed by another kernel (hash "abc123": stale)."""
-    url = f"sqlite:///{tmp_path}/tuner.db"
-    _fill(url)
+    _fill(db)
     query(tmp_path / "tuner.db", "UPDATE environments SET kernel_hash = 'abc123'")
-    return url, tmp_path
+    return db, tmp_path
 
 
 def verify(url, *args, m=("--m", "1,16"), code=None):
@@ -228,10 +227,9 @@ def _default_only(tmp_path):
     return str(path)
 
 
-def test_nothing_to_time_is_one_line_and_exit_0(tmp_path, fake_runner):
-    url = f"sqlite:///{tmp_path}/tuner.db"
-    _fill(url, fast=None)
-    result = verify(url, code=0)
+def test_nothing_to_time_is_one_line_and_exit_0(db, fake_runner):
+    _fill(db, fast=None)
+    result = verify(db, code=0)
     assert result.stdout.splitlines()[-1] == (
         "nothing to time: at all 12 M value(s) of 2 shape(s) vLLM's pick from "
         "TRITON_INTERPRETER's files is its default config, the baseline itself (the sweeps "
@@ -243,15 +241,13 @@ def test_nothing_to_time_is_one_line_and_exit_0(tmp_path, fake_runner):
 
 
 def test_inside_vllm_fix_tunes_the_offending_m_with_vllms_kernel_and_checks_again(
-    tmp_path, monkeypatch, fake_runner
+    tmp_path, db, monkeypatch, fake_runner
 ):
     """With vLLM importable the files come from its kernel's trials: verify times that kernel,
     --fix's trials time it too, and the shape is checked again in full with the new key."""
-    url = f"sqlite:///{tmp_path}/tuner.db"
     with importable(build_standin(tmp_path / "site"), monkeypatch):
-        _fill(url, kernel="vllm")
-        result = verify(url, "--fix", "--configs", _default_only(tmp_path))
-    assert result.exit_code == 0, result.output
+        _fill(db, kernel="vllm")
+        result = verify(db, "--fix", "--configs", _default_only(tmp_path), code=0)
     assert {entry[1] for entry in fake_runner if entry[0] == "kernel"} == {"vllm"}
     # one sweep for the one shape with a slower M, at that M only, of vLLM's kernel
     ((space, source, version, *task),) = query(
@@ -293,9 +289,8 @@ def test_fix_first_finishes_unfinished_sweeps_so_an_interrupted_fix_resumes(stor
 CANDIDATE = KernelConfig(16, 256, 128, 1, 4, 2).as_dict()
 
 
-def test_end_to_end_on_the_interpreter(tmp_path, monkeypatch):
+def test_end_to_end_on_the_interpreter(tmp_path, db, monkeypatch):
     """On a user model of one 128 x 128 shape (one tile: the interpreter's fastest)."""
-    url = f"sqlite:///{tmp_path}/tuner.db"
     configs = tmp_path / "configs.json"
     configs.write_text(json.dumps([CANDIDATE]))
     monkeypatch.setenv("TUNER_SHAPES_DIR", str(tmp_path))
@@ -303,7 +298,7 @@ def test_end_to_end_on_the_interpreter(tmp_path, monkeypatch):
         'model = "one"\nblock_shape = [128, 128]\n[tp.1]\nsource = "test"\nshapes = [[128, 128]]\n'
     )
     monkeypatch.setattr(output.console, "_width", 220)
-    tiny = ["--device", "interpreter", "--model", "one", "--m", "1", "--db", url]
+    tiny = ["--device", "interpreter", "--model", "one", "--m", "1", "--db", db]
     sweep = [*tiny, "--configs", str(configs), "--strategy", "grid", "--interpreter-reps", "1"]
     ok("sweep", *sweep)
     checked = invoke("verify", *tiny, "--rounds", "2")
