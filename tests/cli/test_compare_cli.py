@@ -84,28 +84,19 @@ def test_from_log_says_the_server_does_not_read_the_files(tmp_path: Path) -> Non
     assert "the Triton kernel did not run" in result.stderr
 
 
-@pytest.fixture
-def standin(tmp_path, monkeypatch):
-    """The stand-in vLLM on sys.path, seeing an sm89 GPU (its Marlin runs only there), vLLM's
-    selection answering Marlin; its modules dropped from sys.modules afterwards."""
+def test_compare_inside_vllm_times_marlin_against_tuned_triton(tmp_path: Path, db, monkeypatch):
+    # The stand-in vLLM, seeing an sm89 GPU (its Marlin runs only there), vLLM's selection
+    # answering Marlin; its modules dropped from sys.modules afterwards.
     monkeypatch.setenv(CAPABILITY_VARIABLE, "8.9")
-    monkeypatch.setattr(
-        "tuner.cli.compare.vllm_choice",
-        lambda N, K, out_dtype, model_type: "MarlinFP8ScaledMMLinearKernel",
-    )
-    with importable(build_standin(tmp_path / "site"), monkeypatch) as root:
-        yield root
-
-
-def test_compare_inside_vllm_times_marlin_against_tuned_triton(
-    tmp_path: Path, db, standin, monkeypatch
-) -> None:
-    # The builtin kernel's trials pick SLOW at M=1, vLLM's kernel's pick FAST: with vLLM
-    # importable, compare reads vLLM's files and times vLLM's kernel with them.
-    for winner, kernel in ((SLOW, "builtin"), (FAST, "vllm")):
-        trials = {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (winner, False, "ok", 5.0)]}
-        fill(db, trials, **TINY, kernel=kernel)
-    result = ok(*COMPARE, "--db", db)
+    marlin = "MarlinFP8ScaledMMLinearKernel"
+    monkeypatch.setattr("tuner.cli.compare.vllm_choice", lambda N, K, out_dtype, model_type: marlin)
+    with importable(build_standin(tmp_path / "site"), monkeypatch):
+        # The builtin kernel's trials pick SLOW at M=1, vLLM's kernel's pick FAST: with vLLM
+        # importable, compare reads vLLM's files and times vLLM's kernel with them.
+        for winner, kernel in ((SLOW, "builtin"), (FAST, "vllm")):
+            trials = {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (winner, False, "ok", 5.0)]}
+            fill(db, trials, **TINY, kernel=kernel)
+        result = ok(*COMPARE, "--db", db)
     assert (
         f"triton-tuned: files of vllm {VERSION} kernel trials, triton {MINOR}; timed "
         "with the vllm kernel"

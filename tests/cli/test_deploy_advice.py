@@ -99,14 +99,6 @@ def store(tmp_path_factory) -> str:
     return db
 
 
-@pytest.fixture
-def no_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    def fetch(url: str) -> bytes:
-        raise AssertionError(f"asked the server: {url}")
-
-    monkeypatch.setattr(pull_module, "fetch", fetch)
-
-
 def comments(text: str) -> list[str]:
     """The comment lines' text without "#" and the one space after it."""
     return [line.strip()[2:] for line in text.splitlines() if line.strip().startswith("# ")]
@@ -114,8 +106,9 @@ def comments(text: str) -> list[str]:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_tuner_mounts_every_format_with_the_flag_only_for_vllm_on_a_gpu(
-    store: str, no_server, fmt: str
+    store: str, fmt: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(pull_module, "fetch", lambda url: pytest.fail(f"asked the server: {url}"))
     mounts = ["mounts", "--format", fmt, "--db", store]
     if fmt.endswith("-pull"):  # pinned: made from the store here, the server never asked
         mounts += ["--server", SERVER, "--release", "1"]
