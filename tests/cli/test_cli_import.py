@@ -69,9 +69,8 @@ def vllm_folder(root: Path) -> Path:
 
 
 def test_folder_imports_what_vllm_reads_and_says_what_it_skipped(tmp_path: Path, db) -> None:
-    result = invoke(
-        "import", vllm_folder(tmp_path), "--label", "vllm-0.33.0", "--db", db, "--no-check"
-    )
+    folder = vllm_folder(tmp_path)
+    result = invoke("import", folder, "--label", "vllm-0.33.0", "--db", db, "--no-check")
     lines = result.stdout.strip().splitlines()
     # The fused-MoE block-FP8 file is imported as its family's (by name: E=... first).
     assert [line.split(":", 1)[0] for line in lines[:3]] == [
@@ -96,12 +95,10 @@ def test_folder_imports_what_vllm_reads_and_says_what_it_skipped(tmp_path: Path,
         (VLLM_NAME, {1: FAST}),
         (OTHER_NAME, {16: SLOW}),
     ]  # by N (a fused-MoE name has no K: 0)
-
-
-def test_a_lone_sglang_spelling_is_imported(tmp_path, db):
-    # With the vLLM spelling beside it, it is skipped: the folder test above.
-    ok("import", vllm_folder(tmp_path) / SGLANG_NAME, "--db", db, "--no-check")
-    assert stored(db, "file_name", "configs") == [(SGLANG_NAME, {1: SLOW})]
+    # Alone, without the vLLM spelling beside it, the SGLang spelling is imported.
+    lone = f"sqlite:///{tmp_path / 'lone.db'}"
+    ok("import", folder / SGLANG_NAME, "--db", lone, "--no-check")
+    assert stored(lone, "file_name", "configs") == [(SGLANG_NAME, {1: SLOW})]
 
 
 @pytest.mark.parametrize(

@@ -42,19 +42,17 @@ def _gpus(monkeypatch, *names):
     monkeypatch.setattr(gpus, "visible_gpus", lambda: listed)
 
 
-def test_dry_run_prints_the_plan_and_creates_no_store(tmp_path):
+def test_a_plan_is_printed_and_writes_nothing_without_yes_or_the_gpu(tmp_path, monkeypatch):
+    _gpus(monkeypatch)  # none
     result = sweep(
         tmp_path, "--device interpreter --model tiny --m 1,16,32 --trials 3 --dry-run", code=0
     )
     lines = result.stdout.splitlines()  # the plan's lines: tests/tuner/run/test_preview.py
     assert lines[2].startswith("  total: 6 task(s), 18 trial(s) to run, 1 worker(s); about 14 s")
     assert lines[-1] == "  TP not given: 1, the only size shapes/tiny lists (--tp to choose)"
-    assert not (tmp_path / "t.db").exists()
-
-
-def test_a_long_interpreter_plan_exits_2_without_yes(tmp_path):
+    # A long interpreter plan exits 2 without --yes; the plan's counts:
+    # tests/tuner/run/test_preview.py; the defaults it states:
     result = sweep(tmp_path, "--device interpreter --model qwen3.8-27b", code=2)
-    # The plan's counts: tests/tuner/run/test_preview.py; the defaults it states:
     assert result.stdout.splitlines()[-2:] == [
         "  M grid not given: vLLM's 18 batch sizes, 1 to 4096 (--m 1,16,32 for fewer)",
         "  TP not given: 2, the only size shapes/qwen3.8-27b lists (--tp to choose)",
@@ -63,11 +61,7 @@ def test_a_long_interpreter_plan_exits_2_without_yes(tmp_path):
         "error: this plan is about 54.0 days on the interpreter, over 60 min: pass --yes to "
         "start it, or make it smaller with --m, --trials or --tp"
     )
-    assert not (tmp_path / "t.db").exists()
-
-
-def test_a_gpu_plan_can_be_shown_on_a_host_without_that_gpu(tmp_path, monkeypatch):
-    _gpus(monkeypatch)
+    # A GPU's plan can be shown on a host without that GPU ...
     result = sweep(
         tmp_path, "--device H200 --model qwen3.8-27b --tp 2 --m 1,16 --trials 8 --dry-run", code=0
     )
@@ -79,6 +73,11 @@ def test_a_gpu_plan_can_be_shown_on_a_host_without_that_gpu(tmp_path, monkeypatc
         NOTE.format("H200", "no CUDA GPU"),
         "warning: M grid lacks [32, 2048, 4096]; vLLM will use the nearest tuned M there",
     ]
+    # ... but not swept there.
+    _gpus(monkeypatch, "NVIDIA H200")
+    real = sweep(tmp_path, "--device L20 --model tiny")
+    one_line_error(real, "no visible GPU matches --device L20; visible: NVIDIA_H200")
+    assert not (tmp_path / "t.db").exists()
 
 
 @pytest.mark.parametrize(
@@ -99,13 +98,6 @@ def test_a_plan_counts_the_matching_gpus(tmp_path, monkeypatch, visible, more, n
     assert result.stderr.splitlines() == ([note] if note else [])
     [line] = [line for line in result.stdout.splitlines() if line.startswith("  total:")]
     assert line.split("; ")[0] == f"  total: 10 task(s), 80 trial(s) to run, {workers} worker(s)"
-    assert not (tmp_path / "t.db").exists()
-
-
-def test_a_sweep_without_the_gpu_is_one_line(tmp_path, monkeypatch):
-    _gpus(monkeypatch, "NVIDIA H200")
-    real = sweep(tmp_path, "--device L20 --model tiny")
-    one_line_error(real, "no visible GPU matches --device L20; visible: NVIDIA_H200")
     assert not (tmp_path / "t.db").exists()
 
 
