@@ -154,7 +154,7 @@ def printed(width: int, columns: list[Column], rows: list[list[str]]) -> list[st
     return console.export_text().splitlines()
 
 
-def test_widths_keep_numbers_and_words_whole_and_drop_the_last_optional_first() -> None:
+def test_widths_keep_numbers_and_words_whole_fold_long_words_and_drop_optional_columns() -> None:
     assert min_width(Column("latency_us"), ["120000.2", "10.2"]) == 10
     assert min_width(Column("trials ok/total"), ["15/15"]) == 8
     assert min_width(Column("config", text=True), ["16x64x128 g1 w4 s3"]) == 9
@@ -172,9 +172,6 @@ def test_widths_keep_numbers_and_words_whole_and_drop_the_last_optional_first() 
     assert " ".join(" ".join(lines[-2:]).split()) == (
         "(spread_us, GB/s left out at 40 columns; a wider terminal shows them)"
     )
-
-
-def test_a_word_too_long_for_80_columns_folds_and_keeps_the_last_column() -> None:
     # A device name without spaces must not push "trials ok/total" off the edge when piped.
     headers = ["sweep", "device", "model", "TP", "strategy", "tasks done", "running", "failed"]
     columns = [Column(h, text=h in ("device", "model", "strategy")) for h in headers]

@@ -41,10 +41,8 @@ def test_from_config_gives_qwen3_moes_e128_n384_and_saves_it_and_deepseeks_exper
     ], result.output
     assert out.endswith("tuner sweep --device <device> --model q3moe --tp 2")
     saved = load_shapes("q3moe", 2)
-    assert (saved.pairs(), saved.of("moe")) == (
-        ((2560, 2048), (2048, 2048)),
-        (expert_shape(128, 384, 2048, 8),),
-    )
+    assert saved.pairs() == ((2560, 2048), (2048, 2048))
+    assert saved.of("moe") == (expert_shape(128, 384, 2048, 8),)
     assert saved.description == (
         "Qwen/Qwen3-30B-A3B-FP8: dense layers and MoE experts derived from config.json"
     )

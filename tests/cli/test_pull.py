@@ -147,7 +147,7 @@ def test_pull_warns_when_the_triton_here_is_not_the_releases_and_strict_refuses(
     assert not (tmp_path / "s").exists()
 
 
-def test_a_server_that_does_not_answer_is_one_line_naming_it(tmp_path: Path) -> None:
+def test_an_unreachable_server_is_one_line_naming_it_with_the_way_out(tmp_path, monkeypatch):
     with socket.socket() as sock:  # a port nothing listens on: bound, never listening
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -156,11 +156,7 @@ def test_a_server_that_does_not_answer_is_one_line_naming_it(tmp_path: Path) -> 
     one_line_error(result, refused, code=1)
     assert not (tmp_path / "o").exists()
 
-
-def test_an_unreachable_server_in_a_pull_recipe_says_the_way_out(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # No server answers, and no store here: no ./tuner.db, no TUNER_DB_URL.
+    # No server answers in a pull recipe, and no store here (no ./tuner.db, no TUNER_DB_URL):
     def fetch(url: str) -> bytes:
         raise OSError(f"cannot reach {url}: Name or service not known")
 

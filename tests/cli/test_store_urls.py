@@ -135,15 +135,12 @@ def test_reading_commands_refuse_a_missing_sqlite_file(folder, command, url):
     ]
 
 
-def test_a_dry_run_on_no_store_plans_and_creates_nothing(folder, no_visible_gpu):
+def test_a_dry_run_creates_nothing_serve_creates_a_store_when_asked(folder, no_visible_gpu):
     # A GPU's plan: the interpreter's would time a calibration trial first.
     dry_run = "sweep --device L20 --model tiny --dry-run --m 1,16 --db sqlite:///new/tuner.db"
     result = ok(*dry_run.split())
     assert result.stdout.splitlines()[0] == "plan: NVIDIA_L20, tiny TP 1, guided"
     assert sorted(os.listdir(folder)) == [IMPORTED]
-
-
-def test_serve_creates_a_store_only_when_asked(folder):
     # A store that exists opens without a word: test_serve_says_when_writes_are_closed[tok].
     env = {"TUNER_API_TOKEN": "tok"}
     created = ok(*"serve --port 8123 --create-store --db sqlite:///data/tuner.db".split(), env=env)

@@ -207,13 +207,8 @@ def test_default_m_set_is_the_sweeps_grid_and_m_all_adds_vllms_18(store, fake_ru
 
 def test_wrong_result_is_a_failure(store, fake_runner, monkeypatch):
     url, _ = store
-    monkeypatch.setattr(
-        FakeRunner,
-        "check",
-        lambda self, config: TrialResult(
-            TrialStatus.WRONG_RESULT, error="relative error 0.5 >= 0.01"
-        ),
-    )
+    wrong = TrialResult(TrialStatus.WRONG_RESULT, error="relative error 0.5 >= 0.01")
+    monkeypatch.setattr(FakeRunner, "check", lambda self, config: wrong)
     result = verify(url, "--allow-stale", code=1)
     rows = sections(result.stdout)["N=256,K=384"]
     assert [row[7] for row in rows[:3]] == ["failed: wrong_result: relative error 0.5 >= 0.01"] * 3
