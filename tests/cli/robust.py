@@ -14,6 +14,8 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
+from db import repo
+from tests.cli.common import query, session_on
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
@@ -101,10 +103,8 @@ def sweep_args(
     return [*args, "--configs", str(folder / configs), "--replay", str(folder / "l20.json"), *extra]
 
 
-def tuner_command(*args: str) -> list[str]:
-    """The `tuner` command with fault-injecting runners (`tests.cli.hooked`), whose faults
-    `tuner_env`'s variables set."""
-    return [sys.executable, "-m", "tests.cli.hooked", *args]
+# The `tuner` command with fault-injecting runners, whose faults `tuner_env`'s variables set.
+HOOKED = [sys.executable, "-m", "tests.cli.hooked"]
 
 
 def tuner_env(**extra: str) -> dict[str, str]:
@@ -120,20 +120,22 @@ def tuner_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_tuner(*args: str, cwd: Path, timeout: float = 300, **env: str):
-    return subprocess.run(
-        tuner_command(*args),
-        cwd=cwd,
-        env=tuner_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+def start_tuner(*args: str, cwd: Path, quiet: bool = False, new_session: bool = False, **env: str):
+    """`tuner ARGS` started in `cwd` (`HOOKED`, `tuner_env(**env)`), its stdout and
+    stderr read as text through pipes, or thrown away when `quiet`; in a session of its own
+    (a process group to kill) with `new_session`."""
+    out = subprocess.DEVNULL if quiet else subprocess.PIPE
+    pipes = {"stdout": out, "stderr": out, "text": True, "start_new_session": new_session}
+    return subprocess.Popen([*HOOKED, *args], cwd=cwd, env=tuner_env(**env), **pipes)
 
 
-def query(db: Path, sql: str, *params) -> list[tuple]:
-    with sqlite3.connect(db, timeout=30) as connection:
-        return connection.execute(sql, params).fetchall()
+def run_tuner(*args: str, cwd: Path, code: int = 0, timeout: float = 300, **env: str):
+    """`tuner ARGS` run to its end in `cwd` (`HOOKED`, `tuner_env(**env)`), its output
+    captured as text, asserting that it exited `code`."""
+    options = {"capture_output": True, "text": True, "timeout": timeout}
+    run = subprocess.run([*HOOKED, *args], cwd=cwd, env=tuner_env(**env), **options)
+    assert run.returncode == code, run.stdout + run.stderr
+    return run
 
 
 def count(db: Path, sql: str) -> int:
@@ -167,15 +169,8 @@ def trial_rows(url: str) -> list[tuple]:
 
 def winners(url: str, device_name: str = "NVIDIA_L20") -> list[tuple]:
     """db.repo.winners as comparable tuples (ids left out)."""
-    from db import repo
-    from db.connection import open_store, session_scope
-
-    engine = open_store(url)
-    try:
-        with session_scope(engine) as session:
-            rows = repo.winners(session, device_name=device_name)
-    finally:
-        engine.dispose()
+    with session_on(url) as session:
+        rows = repo.winners(session, device_name=device_name)
     return [
         (r.N, r.K, r.M, tuple(r.config.values()), r.latency_us, r.default_latency_us) for r in rows
     ]
@@ -183,13 +178,8 @@ def winners(url: str, device_name: str = "NVIDIA_L20") -> list[tuple]:
 
 def measure_log(path: Path) -> list[tuple[int, str, int, str]]:
     """Lines of TUNER_TEST_MEASURE_LOG: (pid, start|done, task_id, config label)."""
-    if not path.exists():
-        return []
-    lines = []
-    for line in path.read_text().splitlines():
-        pid, event, task_id, label = line.split("\t")
-        lines.append((int(pid), event, int(task_id), label))
-    return lines
+    rows = [line.split("\t") for line in path.read_text().splitlines()] if path.exists() else []
+    return [(int(pid), event, int(task_id), label) for pid, event, task_id, label in rows]
 
 
 def remeasured_after_done(log: list[tuple[int, str, int, str]]) -> list[tuple[int, str]]:

@@ -7,6 +7,8 @@ out of range."""
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import socket
 from pathlib import Path
 
@@ -17,120 +19,81 @@ from tests.cli.common import invoke, one_line_error
 
 DB = "--db (or TUNER_DB_URL)"
 OUT_IS_A_FILE = "--out {tmp}/configs is a file, not a folder: name a folder (created if absent)"
-# (arguments, environment, the one line); {tmp} is the test's folder, the working folder, which
+# The command line (after any VARIABLE=value words of its environment, as a shell takes them)
+# and its one line; {tmp} is the test's folder, the working folder, which
 # holds a file `configs`, a package.json, a bad.json of configs and, where the arguments name
 # it, an empty store t.db.
-CASES = [
-    (
-        "shapes show qwen3.8-27B",
-        {},
+CASES = {
+    "shapes show qwen3.8-27B": (
         "unknown model 'qwen3.8-27B' (did you mean 'qwen3.8-27b'?); known: deepseek-v3, "
-        "qwen3-30b-a3b-fp8, qwen3.8-27b, tiny, tiny-moe",
+        "qwen3-30b-a3b-fp8, qwen3.8-27b, tiny, tiny-moe"
     ),
-    (
-        "sweep --device interpreter --model llama3",
-        {},
-        "unknown model 'llama3'; known: deepseek-v3, qwen3-30b-a3b-fp8, qwen3.8-27b, tiny, "
-        "tiny-moe",
+    "sweep --device interpreter --model llama3": (
+        "unknown model 'llama3'; known: deepseek-v3, qwen3-30b-a3b-fp8, qwen3.8-27b, tiny, tiny-moe"
     ),
-    (
-        "sweep --device interpreter --model tiny --m 1,a",
-        {},
-        "--m: 'a' is not a positive integer (expected e.g. 1,16,32)",
+    "sweep --device interpreter --model tiny --m 1,a": (
+        "--m: 'a' is not a positive integer (expected e.g. 1,16,32)"
     ),
-    (
-        "sweep --device interpreter --model tiny --configs {tmp}/bad.json",
-        {},
+    "sweep --device interpreter --model tiny --configs {tmp}/bad.json": (
         "{tmp}/bad.json: config #1: missing key(s) BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, "
-        "num_warps, num_stages",
+        "num_warps, num_stages"
     ),
-    (
-        "sweep --device L20 --model tiny --gpus 8 --no-run --db sqlite:///{tmp}/new.db",
-        {},
-        "--gpus only prints a plan for another host: drop it to create the sweep",
+    "sweep --device L20 --model tiny --gpus 8 --no-run --db sqlite:///{tmp}/new.db": (
+        "--gpus only prints a plan for another host: drop it to create the sweep"
     ),
-    (
-        "sweep --device interpreter --model tiny --trials 1 --yes --db sqlite:///{tmp}/n.db",
-        {"TUNER_LEASE_S": "2m"},
-        "TUNER_LEASE_S='2m': give the lease in seconds, a number above 0",
+    "TUNER_LEASE_S=2m sweep --device interpreter --model tiny --trials 1 --yes "
+    "--db sqlite:///n.db": "TUNER_LEASE_S='2m': give the lease in seconds, a number above 0",
+    "sweep --device L2O --model tiny": (
+        "no visible GPU matches --device L2O (did you mean 'L20'?); visible: no CUDA GPU"
     ),
-    (
-        "sweep --device L2O --model tiny",
-        {},
-        "no visible GPU matches --device L2O (did you mean 'L20'?); visible: no CUDA GPU",
+    "sweep --device L2O --model tiny --no-run --db sqlite:///{tmp}/new.db": (
+        "--device 'L2O' is not a GPU model name such as L20 or NVIDIA_H200 (did you mean 'L20'?)"
     ),
-    (
-        "sweep --device L2O --model tiny --no-run --db sqlite:///{tmp}/new.db",
-        {},
-        "--device 'L2O' is not a GPU model name such as L20 or NVIDIA_H200 (did you mean 'L20'?)",
-    ),
-    (
-        "winners --device interpeter --db sqlite:///{tmp}/t.db",
-        {},
+    "winners --device interpeter --db sqlite:///{tmp}/t.db": (
         "no device in the store matches 'interpeter' (did you mean 'interpreter'?); known: "
         "none; `tuner sweep --device interpeter` on that GPU, or `tuner import` of its files, "
-        "adds it",
+        "adds it"
     ),
-    ("export --device L20 --out {tmp}/configs --db sqlite:///{tmp}/none.db", {}, OUT_IS_A_FILE),
-    ("pull --server http://127.0.0.1:9 --device L20 --out {tmp}/configs", {}, OUT_IS_A_FILE),
-    (
-        "pull --server ftp://x --device L20 --out {tmp}/out",
-        {},
-        "--server must be an http:// or https:// URL, got 'ftp://x'",
+    "export --device L20 --out {tmp}/configs --db sqlite:///{tmp}/none.db": OUT_IS_A_FILE,
+    "pull --server http://127.0.0.1:9 --device L20 --out {tmp}/configs": OUT_IS_A_FILE,
+    "pull --server ftp://x --device L20 --out {tmp}/out": (
+        "--server must be an http:// or https:// URL, got 'ftp://x'"
     ),
-    (
-        "shapes from-config {tmp}/package.json --tp 1",
-        {},
+    "shapes from-config {tmp}/package.json --tp 1": (
         "{tmp}/package.json: not a model's config.json (no architectures, model_type or "
-        "hidden_size): pass the config.json of a Hugging Face checkpoint",
+        "hidden_size): pass the config.json of a Hugging Face checkpoint"
     ),
-    (
-        "status --db tuner.db",
-        {},
-        f"{DB} 'tuner.db' is not a database URL; for a SQLite file use sqlite:///tuner.db",
+    "status --db tuner.db": (
+        f"{DB} 'tuner.db' is not a database URL; for a SQLite file use sqlite:///tuner.db"
     ),
-    (
-        "winners --device L20",
-        {"TUNER_DB_URL": "/some/file.db"},
-        f"{DB} '/some/file.db' is not a database URL; for a SQLite file use sqlite:////some/file.db",
+    "TUNER_DB_URL=/some/file.db winners --device L20": (
+        f"{DB} '/some/file.db' is not a database URL; for a SQLite file use sqlite:////some/file.db"
     ),
-    (["status", "--db", "my db://x"], {}, f"{DB} 'my db://x' is not a database URL"),
-    (
-        "status --db sqlite:/data/x.db",
-        {},
-        f"{DB} 'sqlite:/data/x.db' is not a database URL; for the file data/x.db (relative) "
-        "use sqlite:///data/x.db, for /data/x.db sqlite:////data/x.db",
+    "status --db 'my db://x'": f"{DB} 'my db://x' is not a database URL",
+    "status --db sqlite:/data/x.db": (
+        f"{DB} 'sqlite:/data/x.db' is not a database URL; for the file data/x.db (relative) use "
+        "sqlite:///data/x.db, for /data/x.db sqlite:////data/x.db"
     ),
-    (
-        "status --db sqlite:data/x.db",
-        {},
+    "status --db sqlite:data/x.db": (
         f"{DB} 'sqlite:data/x.db' is not a database URL; for the file data/x.db use "
-        "sqlite:///data/x.db",
+        "sqlite:///data/x.db"
     ),
-    (
-        "status --db sqlite://data/x.db",
-        {},
+    "status --db sqlite://data/x.db": (
         f"{DB} sqlite://data/x.db is not a SQLite URL (it names a host); for the file data/x.db "
-        "(relative) use sqlite:///data/x.db, for /data/x.db sqlite:////data/x.db",
+        "(relative) use sqlite:///data/x.db, for /data/x.db sqlite:////data/x.db"
     ),
-    (
-        "status --db ~/x.db",
-        {"HOME": "/home/someone"},
-        f"{DB} '~/x.db' is not a database URL; for a SQLite file use sqlite:////home/someone/x.db",
+    "HOME=/home/someone status --db ~/x.db": (
+        f"{DB} '~/x.db' is not a database URL; for a SQLite file use sqlite:////home/someone/x.db"
     ),
-    (
-        "db backup copy.db --db sqlite:///tuner.db",
-        {},
+    "db backup copy.db --db sqlite:///tuner.db": (
         "no store at sqlite:///tuner.db: run `tuner sweep` first, or point --db (or "
-        "TUNER_DB_URL) at the store",
+        "TUNER_DB_URL) at the store"
     ),
-    (
-        "db backup copy.db --db postgres://tuner@db/tuner",
-        {},
+    "db backup copy.db --db postgres://tuner@db/tuner": (
         "store postgresql+psycopg://tuner@db/tuner is not a SQLite file: back up PostgreSQL "
-        "with pg_dump",
+        "with pg_dump"
     ),
-]
+}
 
 
 def listing(folder: Path) -> list[str]:
@@ -138,23 +101,20 @@ def listing(folder: Path) -> list[str]:
     return sorted(n for n in os.listdir(folder) if not n.endswith(("-wal", "-shm")))
 
 
-@pytest.mark.parametrize(("args", "env", "line"), CASES)
-def test_a_mistake_is_one_line(tmp_path, monkeypatch, no_visible_gpu, args, env, line) -> None:
+@pytest.mark.parametrize(("command", "line"), CASES.items())
+def test_a_mistake_is_one_line(tmp_path, monkeypatch, no_visible_gpu, command, line) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TUNER_DB_URL", raising=False)
-    if "t.db" in str(args):
+    if "t.db" in command:
         open_store(f"sqlite:///{tmp_path}/t.db").dispose()
     (tmp_path / "configs").write_text("x")
     (tmp_path / "package.json").write_text('{"name": "web", "version": "1.0.0"}')
     (tmp_path / "bad.json").write_text('[{"BLOCK_SIZE_M": 16}]')
     before = listing(tmp_path)
-    args = [arg.format(tmp=tmp_path) for arg in (args.split() if isinstance(args, str) else args)]
-    result = invoke(*args, env=env)
-    assert (result.exit_code, result.stderr.splitlines()) == (
-        2,
-        [f"error: {line.format(tmp=tmp_path)}"],
-    ), result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
+    words = [word.format(tmp=tmp_path) for word in shlex.split(command)]
+    env = dict(word.split("=", 1) for word in words if re.fullmatch(r"[A-Z_]+=\S+", word))
+    result = invoke(*words[len(env) :], env=env)
+    one_line_error(result, line.format(tmp=tmp_path))
     assert listing(tmp_path) == before
 
 
@@ -167,8 +127,7 @@ def test_a_mistake_is_one_line(tmp_path, monkeypatch, no_visible_gpu, args, env,
     ],
 )
 def test_an_option_out_of_range_is_refused(args: str, option: str) -> None:
-    result = invoke(*args.split())
-    assert result.exit_code == 2
+    result = invoke(*args.split(), code=2)
     assert f"Invalid value for '{option}'" in result.output and "Traceback" not in result.output
 
 

@@ -14,23 +14,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli.common import flat, invoke, one_line_error
+from tests.cli.common import PLAN, flat, invoke, ok, one_line_error
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, row_counts
 from tests.tuner.inputs.logfixtures import DSV3_TP8, sglang_log, vllm_log
 from tuner.files.format import dump_config_file
+from tuner.inputs.shapes import load_shapes
 from tuner.kernels.dense.family import config_file_name, engine_file_name
-
-PLAN = {
-    (576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
-    (576, 7168, 16): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 12.0)],
-}
 
 
 def test_from_log_names_a_packaged_model_that_covers_it(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     log.write_bytes(vllm_log().encode())
-    result = invoke("shapes", "from-log", str(log))
-    assert result.exit_code == 0, result.output
+    result = ok("shapes", "from-log", str(log))
     out = flat(result.stdout)
     assert (
         "20 warning(s) from vllm; device_name NVIDIA_L20; model Qwen/Qwen3.8-27B-FP8; TP 2" in out
@@ -44,28 +39,25 @@ def test_from_log_names_a_packaged_model_that_covers_it(tmp_path: Path) -> None:
 def test_from_log_save_then_show(tmp_path: Path) -> None:
     log = tmp_path / "sglang.log"
     log.write_text(sglang_log())
-    suggested = invoke("shapes", "from-log", str(log))
-    assert suggested.exit_code == 0
+    suggested = ok("shapes", "from-log", str(log))
     assert flat(suggested.stdout).endswith(
         "tuner sweep --device NVIDIA_H20-3e --model deepseek-v3-log --tp 8 "
         "tuner export --device NVIDIA_H20-3e --out configs/ --engine sglang"
     )
-    saved = invoke("shapes", "from-log", str(log), "--save", "dsv3-h20")
-    assert saved.exit_code == 0, saved.output
+    saved = ok("shapes", "from-log", str(log), "--save", "dsv3-h20")
     assert "tuner sweep --device NVIDIA_H20-3e --model dsv3-h20 --tp 8" in flat(saved.stdout)
-    shown = invoke("shapes", "show", "dsv3-h20")
-    assert shown.exit_code == 0
+    shown = ok("shapes", "show", "dsv3-h20")
     assert "dsv3-h20 TP 8, block_shape [128, 128]" in shown.stdout
     assert "source: 'Config file not found' warnings in sglang.log" in flat(shown.stdout)
     assert "dsv3-h20" in invoke("shapes", "list").stdout
 
 
 def run_suggested_save(stdout: str) -> tuple[str, object]:
-    """The `tuner shapes from-log ... --save NAME` that from-log suggested, and its result."""
+    """The `tuner shapes from-log ... --save NAME` that from-log suggested, and its result (it
+    exited 0)."""
     found = re.search(r"save them first \((tuner shapes from-log .+)\), then:", stdout)
     assert found, stdout
-    argv = shlex.split(found[1])
-    return found[1], invoke(*argv[1:])
+    return found[1], ok(*shlex.split(found[1])[1:])
 
 
 def test_from_log_suggests_a_free_name_whose_command_runs(
@@ -75,8 +67,7 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
     log = tmp_path / "dsv3 serve.log"  # a space: the suggested command quotes the path
     dsv3 = {"ranks": range(8), "model": "deepseek-ai/DeepSeek-V3", "tp": 8, "device": "NVIDIA_H200"}
     log.write_text(vllm_log(DSV3_TP8, config_line=False, **dsv3))
-    result = invoke("shapes", "from-log", str(log))
-    assert result.exit_code == 0, result.output
+    result = ok("shapes", "from-log", str(log))
     assert "model deepseek-ai/DeepSeek-V3; TP 8" in flat(result.stdout)  # from non-default args
     command, saved = run_suggested_save(result.stdout)
     # deepseek-v3 is packaged (its TP 8 lacks 2112 x 7168): the suggestion is a free name.
@@ -84,10 +75,7 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
     assert flat(result.stdout).endswith(
         "tuner sweep --device NVIDIA_H200 --model deepseek-v3-log --tp 8"
     )
-    assert saved.exit_code == 0, saved.output
     assert "saved as model 'deepseek-v3-log', TP 8" in saved.stdout
-    from tuner.inputs.shapes import load_shapes
-
     assert load_shapes("deepseek-v3-log", 8).pairs() == tuple(DSV3_TP8)
     again = invoke("shapes", "from-log", str(log))
     assert "these are shapes of model 'deepseek-v3-log' TP 8" in flat(again.stdout)
@@ -96,13 +84,12 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
     other.write_text(vllm_log([(2112, 7168), (7168, 256)], **dsv3))
     command, saved = run_suggested_save(invoke("shapes", "from-log", str(other)).stdout)
     assert command == f"tuner shapes from-log {other} --save deepseek-v3-log-2"
-    assert saved.exit_code == 0, saved.output
     assert load_shapes("deepseek-v3-log-2", 8).pairs() == ((2112, 7168), (7168, 256))
     # A --tp that differs from the log's is carried into the suggested command.
     suggested = invoke("shapes", "from-log", str(other), "--tp", "4")
     command, saved = run_suggested_save(suggested.stdout)
     assert command == f"tuner shapes from-log {other} --save deepseek-v3-log-3 --tp 4"
-    assert saved.exit_code == 0 and load_shapes("deepseek-v3-log-3", 4).tp == 4
+    assert load_shapes("deepseek-v3-log-3", 4).tp == 4
 
 
 def test_malformed_user_shapes_file(tmp_path: Path, db, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,7 +108,7 @@ def test_malformed_user_shapes_file(tmp_path: Path, db, monkeypatch: pytest.Monk
 GOOD = dump_config_file({1: FAST, 4096: SLOW})
 
 
-def test_import_for_an_unknown_device_changes_nothing(tmp_path: Path, db) -> None:
+def test_an_unknown_device_or_bad_configs_file_changes_nothing(tmp_path: Path, db) -> None:
     fill(db, PLAN)
     path = tmp_path / config_file_name(576, 7168, "NVIDIA_H200")
     path.write_text(GOOD)
@@ -132,25 +119,29 @@ def test_import_for_an_unknown_device_changes_nothing(tmp_path: Path, db) -> Non
         "file's device 'NVIDIA_H200'",
     )
     assert row_counts(db) == before
-    moved = invoke("import", str(path), "--device", "L20", "--db", db, "--no-check")
-    assert moved.exit_code == 0
+    config, bad = json.dumps(FAST), tmp_path / "configs.json"
+    sweep = "sweep --device interpreter --model tiny --m 1 --strategy grid --configs".split()
+    for content, problem in [  # a bad configs file changes nothing either
+        (f"[{config}"[:-5], "invalid JSON: Unterminated string"),
+        (f'[{config}, {config[:-1]}, "kpack": 1}}]', "config #2: AMD key(s) kpack"),
+        ("{}", "expected a non-empty JSON list of config objects"),
+    ]:
+        bad.write_text(content)
+        (line,) = invoke(*sweep, bad, "--db", db, code=2).stderr.strip().splitlines()
+        assert line.startswith(f"error: {bad}: ") and problem in line
+        assert row_counts(db) == before
+    moved = ok("import", str(path), "--device", "L20", "--db", db, "--no-check")
     assert "for NVIDIA_L20 (file named for NVIDIA_H200) as 'imported'" in moved.stdout
 
 
-def test_export_merges_imports_and_spells_for_sglang(tmp_path: Path, db) -> None:
+def test_export_merges_imports_spells_for_sglang_and_flags_what_it_rewrites(tmp_path, db) -> None:
     fill(db, PLAN, m_values=(1, 16))
     shipped = tmp_path / config_file_name(576, 7168, "NVIDIA_L20")
     shipped.write_text(dump_config_file({1: SLOW, 2048: SLOW}))
     # --no-check: SLOW needs more shared memory than an L20 has; the check has its own tests.
-    assert (
-        invoke("import", str(shipped), "--label", "vllm-0.33.0", "--db", db, "--no-check").exit_code
-        == 0
-    )
+    ok("import", str(shipped), "--label", "vllm-0.33.0", "--db", db, "--no-check")
     out = tmp_path / "out"
-    result = invoke(
-        "export", "--device", "L20", "--out", str(out), "--engine", "sglang", "--db", db
-    )
-    assert result.exit_code == 0, result.output
+    result = ok("export", "--device", "L20", "--out", str(out), "--engine", "sglang", "--db", db)
     name = engine_file_name(shipped.name, "sglang")
     assert [p.name for p in out.iterdir()] == [name]
     written = json.loads((out / name).read_text())
@@ -159,13 +150,24 @@ def test_export_merges_imports_and_spells_for_sglang(tmp_path: Path, db) -> None
     # The merge's notes: tests/api/test_writes.py; export prints them.
     assert "M=1: measured winner replaces the entry imported from" in flat(result.stdout)
     assert "a sweep against SGLang's kernel is the exact answer" in result.stderr
+    # Entries SGLang rewrites as it reads them are flagged, for its release (the rule:
+    # tests/tuner/files/test_engine_folders.py).
+    amd = tmp_path / config_file_name(576, 7168, "AMD_Instinct_MI300X")
+    amd.write_text(dump_config_file({1: {**FAST, "BLOCK_SIZE_K": 64}, 16: FAST}))
+    ok("import", str(amd), "--db", db, "--no-check", "--no-publish")
+    export = f"export --device AMD_Instinct_MI300X --out {tmp_path / 'amd'} --db {db}".split()
+    flagged = (
+        f"warning: SGLang 0.5.23 rewrites {engine_file_name(amd.name, 'sglang')} as it reads it"
+    )
+    assert flagged in ok(*export, "--engine", "sglang").stderr
+    assert "warning:" not in ok(*export, "--engine", "sglang", "--engine-version", "0.5.11").stderr
+    assert "rewrites" not in ok(*export).stderr
 
 
 def test_mounts_from_store_and_folder(tmp_path: Path, db) -> None:
     fill(db, PLAN, m_values=(1, 16))
     name = config_file_name(576, 7168, "NVIDIA_L20")
-    result = invoke("mounts", "--device", "L20", "--db", db)
-    assert result.exit_code == 0, result.output
+    result = ok("mounts", "--device", "L20", "--db", db)
     site = "/usr/local/lib/python3.12/dist-packages"
     target = f"{site}/vllm/model_executor/layers/quantization/utils/configs/{name}"
     assert f'  -v "$PWD/configs/{name}:{target}:ro" \\' in result.stdout.splitlines()
@@ -180,8 +182,7 @@ def test_mounts_from_store_and_folder(tmp_path: Path, db) -> None:
     folder.mkdir()
     (folder / name).write_text(GOOD)
     sglang = "--engine sglang --format k8s --site-packages /opt/py".split()
-    k8s = invoke("mounts", "--device", "L20", "--files", str(folder), *sglang)
-    assert k8s.exit_code == 0, k8s.output
+    k8s = ok("mounts", "--device", "L20", "--files", str(folder), *sglang)
     spaced = engine_file_name(name, "sglang")
     parts = [doc for doc in yaml.safe_load_all(k8s.stdout) if doc]
     assert parts[0]["data"] == {"n576-k7168-b128x128.json": GOOD}
@@ -202,30 +203,6 @@ def test_mounts_from_store_and_folder(tmp_path: Path, db) -> None:
     )
 
 
-CONFIG = json.dumps(FAST)
-
-
-@pytest.mark.parametrize(
-    ("content", "problem"),
-    [
-        (f"[{CONFIG}"[:-5].encode(), "invalid JSON: Unterminated string"),
-        (f'[{CONFIG}, {CONFIG[:-1]}, "kpack": 1}}]'.encode(), "config #2: AMD key(s) kpack"),
-        (b"{}", "expected a non-empty JSON list of config objects"),
-    ],
-)
-def test_bad_configs_files_change_nothing(tmp_path: Path, db, content: bytes, problem: str) -> None:
-    fill(db, PLAN)
-    before = row_counts(db)
-    bad = tmp_path / "configs.json"
-    bad.write_bytes(content)
-    sweep = "sweep --device interpreter --model tiny --m 1 --strategy grid --configs".split()
-    result = invoke(*sweep, str(bad), "--db", db)
-    assert result.exit_code == 2, result.output
-    (line,) = result.stderr.strip().splitlines()
-    assert line.startswith(f"error: {bad}: ") and problem in line
-    assert row_counts(db) == before
-
-
 def test_mounts_follow_the_engine_and_triton_versions(tmp_path: Path) -> None:
     # The folders by release and the refusals of bad versions: tests/tuner/files/test_mounts.py.
     name = config_file_name(576, 7168, "NVIDIA_L20")
@@ -243,8 +220,7 @@ def test_mounts_follow_the_engine_and_triton_versions(tmp_path: Path) -> None:
         "--engine sglang`",
     )
     (folder / moe).write_text(dump_config_file({1: FAST}))  # as export --engine sglang writes
-    with_moe = invoke(*args, "3.8.0")
-    assert with_moe.exit_code == 0, with_moe.output
+    with_moe = ok(*args, "3.8.0")
     moe_dir = "/opt/py/sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_8_0"
     assert [line for line in with_moe.stdout.splitlines() if line.startswith("  -v")] == [
         f'  -v "{folder.resolve()}/{moe}:{moe_dir}/{moe.replace(",128]", ", 128]")}:ro" \\',
@@ -254,24 +230,6 @@ def test_mounts_follow_the_engine_and_triton_versions(tmp_path: Path) -> None:
     assert "(--triton-version;" in with_moe.stdout
 
 
-def test_export_for_sglang_flags_entries_it_rewrites_on_read(tmp_path: Path, db) -> None:
-    fill(db, PLAN, m_values=(1, 16))
-    shipped = tmp_path / config_file_name(576, 7168, "AMD_Instinct_MI300X")
-    shipped.write_text(dump_config_file({1: {**FAST, "BLOCK_SIZE_K": 64}, 16: FAST}))
-    assert invoke("import", str(shipped), "--db", db, "--no-check", "--no-publish").exit_code == 0
-    export = f"export --device AMD_Instinct_MI300X --out {tmp_path / 'out'} --db {db}".split()
-    result = invoke(*export, "--engine", "sglang")
-    assert result.exit_code == 0, result.output
-    name = engine_file_name(
-        shipped.name, "sglang"
-    )  # the rule: tests/tuner/files/test_engine_folders.py
-    assert f"warning: SGLang 0.5.23 rewrites {name} as it reads it" in result.stderr
-    older = invoke(*export, "--engine", "sglang", "--engine-version", "0.5.11")
-    assert older.exit_code == 0 and "warning:" not in older.stderr
-    vllm = invoke(*export)
-    assert vllm.exit_code == 0 and "rewrites" not in vllm.stderr
-
-
 def test_an_h200_nvl_mounts_vllms_moe_files_named_for_every_h200(tmp_path: Path) -> None:
     # vLLM 0.33.0 reads an H200 NVL's MoE files under NVIDIA_H200 (get_config_file_name)
     folder = tmp_path / "cfg"
@@ -279,8 +237,7 @@ def test_an_h200_nvl_mounts_vllms_moe_files_named_for_every_h200(tmp_path: Path)
     moe = "E=8,N=64,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
     (folder / moe).write_text(dump_config_file({1: FAST}))
     for device in ("NVIDIA_H200_NVL", "H200 NVL", "H200"):
-        done = invoke("mounts", "--device", device, "--files", str(folder))
-        assert done.exit_code == 0, done.output
+        done = ok("mounts", "--device", device, "--files", str(folder))
         assert f'  -v "{folder.resolve()}:/opt/blockfp8-tuner/moe-configs:ro" \\' in (
             done.stdout.splitlines()
         ), done.stdout

@@ -4,19 +4,23 @@ verdict lines; bad input is one line, exit 2."""
 from __future__ import annotations
 
 import importlib
-import sqlite3
+import io
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from rich.console import Console
 
 from db import repo
-from db.connection import open_store, session_scope
-from tests.cli.common import invoke
+from db.connection import open_store
+from tests.cli.common import invoke, ok, query, session_on
 from tests.standin_vllm import CAPABILITY_VARIABLE, VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, SLOW, fill
-from tuner.compare.versus import BACKENDS
+from tuner.cli import compare as compare_cli
+from tuner.cli import output
+from tuner.compare.versus import BACKENDS, BY_SELECTION, BackendTime, ComparePoint, VllmDefault
 from tuner.compare.versus import TORCH_CPU as CPU
+from tuner.core import ComparisonStatus
 from tuner.files.provenance import installed_triton_minor
 
 MINOR = installed_triton_minor()
@@ -28,18 +32,15 @@ COMPARE = "compare --device interpreter --model tiny --m 1 --rounds 2 --interpre
 
 def _stored(db: str):
     """The one comparison stored for DEVICE."""
-    engine = open_store(db)
-    with session_scope(engine) as session:
+    with session_on(db) as session:
         (stored,) = repo.list_comparisons(session, device_name=DEVICE)
-    engine.dispose()
     return stored
 
 
-def test_compare_tiny_on_the_interpreter(db) -> None:
+def test_compare_tiny_on_the_interpreter_and_its_bad_input(db) -> None:
     # N=256,K=384 has a file whose M=1 winner is FAST; N=576,K=256 has no trials.
     fill(db, FAST_AT_1, **TINY)
-    result = invoke(*COMPARE, "--db", db)
-    assert result.exit_code == 0, result.output
+    result = ok(*COMPARE, "--db", db)
     lines = result.stdout.splitlines()
     assert "triton-tuned: M=1 16x64x128 g1 w4 s3" in lines
     assert "not timed: vllm-cutlass: CPU run: vLLM's GPU kernels are not timed" in lines
@@ -61,17 +62,12 @@ def test_compare_tiny_on_the_interpreter(db) -> None:
     assert tuned.note == "16x64x128 g1 w4 s3" and tuned.p20_us <= tuned.latency_us <= tuned.p80_us
     missing = next(p for p in stored.points if (p.N, p.backend) == (576, "triton-tuned"))
     assert missing.note == "no file for this shape in the store"
-
-
-def test_compare_bad_input(db) -> None:
-    fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0)]}, **TINY)
-    for args, message in [
+    for args, message in [  # bad input: one line, exit 2
         (["--model", "nope"], "unknown model 'nope'"),
         (["--model", "tiny", "--m", "0"], "--m: '0' is not a positive integer"),
         (["--model", "tiny", "--kernel", "vllm"], "--kernel vllm: vLLM is not importable here"),
     ]:
-        result = invoke("compare", "--device", "interpreter", *args, "--db", db)
-        assert result.exit_code == 2, result.output
+        result = invoke("compare", "--device", "interpreter", *args, "--db", db, code=2)
         (line,) = result.stderr.strip().splitlines()
         assert line.startswith("error: ") and message in line, line
 
@@ -83,35 +79,24 @@ def test_from_log_says_the_server_does_not_read_the_files(tmp_path: Path) -> Non
         "(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:30 [__init__.py:640] Selected "
         "MarlinFP8ScaledMMLinearKernel for Fp8LinearMethod\n"
     )
-    result = invoke("shapes", "from-log", str(marlin))
-    assert result.exit_code == 1, result.output
+    result = invoke("shapes", "from-log", str(marlin), code=1)
     assert "the tuned files are NOT read with this server's settings" in result.stdout
     assert "the Triton kernel did not run" in result.stderr
 
 
-@pytest.fixture
-def standin(tmp_path, monkeypatch):
-    """The stand-in vLLM on sys.path, seeing an sm89 GPU (its Marlin runs only there), vLLM's
-    selection answering Marlin; its modules dropped from sys.modules afterwards."""
+def test_compare_inside_vllm_times_marlin_against_tuned_triton(tmp_path: Path, db, monkeypatch):
+    # The stand-in vLLM, seeing an sm89 GPU (its Marlin runs only there), vLLM's selection
+    # answering Marlin; its modules dropped from sys.modules afterwards.
     monkeypatch.setenv(CAPABILITY_VARIABLE, "8.9")
-    monkeypatch.setattr(
-        "tuner.cli.compare.vllm_choice",
-        lambda N, K, out_dtype, model_type: "MarlinFP8ScaledMMLinearKernel",
-    )
-    with importable(build_standin(tmp_path / "site"), monkeypatch) as root:
-        yield root
-
-
-def test_compare_inside_vllm_times_marlin_against_tuned_triton(
-    tmp_path: Path, db, standin, monkeypatch
-) -> None:
-    # The builtin kernel's trials pick SLOW at M=1, vLLM's kernel's pick FAST: with vLLM
-    # importable, compare reads vLLM's files and times vLLM's kernel with them.
-    for winner, kernel in ((SLOW, "builtin"), (FAST, "vllm")):
-        trials = {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (winner, False, "ok", 5.0)]}
-        fill(db, trials, **TINY, kernel=kernel)
-    result = invoke(*COMPARE, "--db", db)
-    assert result.exit_code == 0, result.output
+    marlin = "MarlinFP8ScaledMMLinearKernel"
+    monkeypatch.setattr("tuner.cli.compare.vllm_choice", lambda N, K, out_dtype, model_type: marlin)
+    with importable(build_standin(tmp_path / "site"), monkeypatch):
+        # The builtin kernel's trials pick SLOW at M=1, vLLM's kernel's pick FAST: with vLLM
+        # importable, compare reads vLLM's files and times vLLM's kernel with them.
+        for winner, kernel in ((SLOW, "builtin"), (FAST, "vllm")):
+            trials = {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (winner, False, "ok", 5.0)]}
+            fill(db, trials, **TINY, kernel=kernel)
+        result = ok(*COMPARE, "--db", db)
     assert (
         f"triton-tuned: files of vllm {VERSION} kernel trials, triton {MINOR}; timed "
         "with the vllm kernel"
@@ -136,18 +121,16 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(
     # The verdicts' rules and words: tests/tuner/compare/test_versus.py
     # (test_the_flag_against_vllms_default_per_m_and_for_decode_and_prefill).
     assert any(line.startswith("--linear-backend triton, decode (M <= 32): ") for line in lines)
-    with sqlite3.connect(tmp_path / "tuner.db") as connection:
-        recorded = connection.execute(
-            "SELECT kernel_source, vllm FROM environments JOIN comparisons USING (environment_id)"
-        ).fetchall()
+    recorded = query(
+        tmp_path / "tuner.db",
+        "SELECT kernel_source, vllm FROM environments JOIN comparisons USING (environment_id)",
+    )
     assert recorded == [("vllm", VERSION)]
 
 
 def test_without_vllm_auto_reads_vllm_kernel_files_and_says_they_are_timed_with_the_builtin(
     tmp_path: Path, db, capsys
 ) -> None:
-    from tuner.cli.compare import _tuned
-
     site = build_standin(tmp_path / "site")
     with pytest.MonkeyPatch.context() as patch, importable(site, patch):  # while filling only
         fill(db, FAST_AT_1, **TINY, kernel="vllm")
@@ -155,7 +138,7 @@ def test_without_vllm_auto_reads_vllm_kernel_files_and_says_they_are_timed_with_
     engine = open_store(db)
     try:
         run = SimpleNamespace(out_dtype="bfloat16", block_shape=(128, 128), kernel="builtin")
-        tuned = _tuned(engine, DEVICE, run, "auto")
+        tuned = compare_cli._tuned(engine, DEVICE, run, "auto")
     finally:
         engine.dispose()
     assert tuned == {(256, 384): {1: FAST}}
@@ -169,29 +152,13 @@ def test_without_vllm_auto_reads_vllm_kernel_files_and_says_they_are_timed_with_
 
 def _gpu_table(monkeypatch, width: int) -> list[str]:
     """`_print_shape` of one GPU point where all seven GPU kernels ran, at `width` columns."""
-    import io
-
-    from rich.console import Console
-
-    from tuner.cli import compare as compare_cli
-    from tuner.cli import output
-    from tuner.compare.versus import (
-        BACKENDS,
-        BY_SELECTION,
-        TORCH_CPU,
-        BackendTime,
-        ComparePoint,
-        VllmDefault,
-    )
-    from tuner.core import ComparisonStatus
-
     out = io.StringIO()
     console = Console(file=out, width=width, color_system=None)
     monkeypatch.setattr(compare_cli, "console", console)
     monkeypatch.setattr(output, "console", console)
     times = tuple(
         BackendTime(n, ComparisonStatus.OK, 10.0 + i, 10.0 + i, 10.0 + i)
-        for i, n in enumerate(n for n in BACKENDS if n != TORCH_CPU)
+        for i, n in enumerate(n for n in BACKENDS if n != CPU)
     )
     marlin = VllmDefault(("vllm-marlin",), "MarlinFP8ScaledMMLinearKernel", BY_SELECTION)
     compare_cli._print_shape(256, 384, [ComparePoint(256, 384, 1, times)], "GPU timings", marlin)

@@ -2,7 +2,7 @@
 source (`tuner.files.mounts.advice_comments` / `tuner.inputs.backends.device_advice`), and puts
 `--linear-backend triton` where vLLM needs it, added to the user's own server arguments: `tuner
 mounts` in each --format (the pull recipes from the store here, without reaching the server;
-GET /devices/{d}/mounts serves the same text: tests/cli/test_imported_only.py), `tuner pull`
+GET /devices/{d}/mounts serves the same text: tests/cli/test_cli_import.py), `tuner pull`
 and the download README (`tuner recipe sweep`'s: in
 tests/cli/test_recipe.py; the pods' validity: tests/tuner/files/test_mounts.py); for an sm89
 device (NVIDIA_L20: Marlin by default) and an sm90 one (NVIDIA_H200: DeepGEMM by default). The
@@ -12,16 +12,12 @@ tests/tuner/files/test_mounts.py."""
 from __future__ import annotations
 
 import io
-import sqlite3
 import zipfile
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.settings import Settings
-from tests.cli.common import invoke
+from tests.cli.common import invoke, ok, query, service
 from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli import serving as pull_module
 from tuner.kernels.engines import SGLANG_NOTE
@@ -91,24 +87,16 @@ def store(tmp_path_factory) -> str:
     db = f"sqlite:///{folder / 'tuner.db'}"
     for device in ("NVIDIA_L20", "NVIDIA_H200", "TRITON_INTERPRETER"):
         fill(db, PLAN, m_values=(1,), device_name=device)
-    with sqlite3.connect(folder / "tuner.db") as con:
-        for device, capability in (("NVIDIA_H200", "9.0"), ("TRITON_INTERPRETER", "")):
-            con.execute(
-                "UPDATE environments SET compute_capability = ? WHERE device_id IN "
-                "(SELECT device_id FROM devices WHERE device_name = ?)",
-                (capability, device),
-            )
+    for device, capability in (("NVIDIA_H200", "9.0"), ("TRITON_INTERPRETER", "")):
+        query(
+            folder / "tuner.db",
+            "UPDATE environments SET compute_capability = ? WHERE device_id IN "
+            "(SELECT device_id FROM devices WHERE device_name = ?)",
+            *(capability, device),
+        )
     for device in ("L20", "H200", "interpreter"):
         assert invoke("publish", "--device", device, "--db", db).exit_code == 0
     return db
-
-
-@pytest.fixture
-def no_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    def fetch(url: str) -> bytes:
-        raise AssertionError(f"asked the server: {url}")
-
-    monkeypatch.setattr(pull_module, "fetch", fetch)
 
 
 def comments(text: str) -> list[str]:
@@ -116,47 +104,31 @@ def comments(text: str) -> list[str]:
     return [line.strip()[2:] for line in text.splitlines() if line.strip().startswith("# ")]
 
 
-def assert_advice(text: str, device_name: str) -> None:
-    found = comments(text)
-    advice = ADVICE[device_name]
-    at = found.index(advice[0])
-    assert found[at : at + len(advice)] == advice
-
-
-def assert_flag(text: str, fmt: str) -> None:
-    lines = text.splitlines()
-    flag = FLAG[fmt]
-    assert lines[-len(flag) :] == flag
-    assert sum("--linear-backend" in line for line in lines) == (2 if fmt == "docker" else 3)
-
-
-@pytest.mark.parametrize("device_name", DEVICES)
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_tuner_mounts_every_format(store: str, no_server, device_name: str, fmt: str) -> None:
-    args = ["mounts", "--device", DEVICES[device_name], "--format", fmt, "--db", store]
+def test_tuner_mounts_every_format_with_the_flag_only_for_vllm_on_a_gpu(
+    store: str, fmt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pull_module, "fetch", lambda url: pytest.fail(f"asked the server: {url}"))
+    mounts = ["mounts", "--format", fmt, "--db", store]
     if fmt.endswith("-pull"):  # pinned: made from the store here, the server never asked
-        args += ["--server", SERVER, "--release", "1"]
-    run = invoke(*args)
-    assert run.exit_code == 0, run.output
-    if fmt.endswith("-pull"):
-        assert run.stderr.startswith(
-            f"note: {device_name} release 1 read from the store here (content "
-        )
-        assert run.stderr.endswith(f"); {SERVER} was not asked: it must serve the same store\n")
-    assert_advice(run.stdout, device_name)
-    assert_flag(run.stdout, fmt)
-
-
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_no_flag_for_sglang_or_the_interpreter(store: str, no_server, fmt: str) -> None:
-    pull = ["--server", SERVER, "--release", "1"] if fmt.endswith("-pull") else []
-    sglang = "--engine sglang --triton-version 3.8.0".split()
-    sglang = invoke("mounts", "--device", "L20", "--format", fmt, "--db", store, *sglang, *pull)
-    assert sglang.exit_code == 0, sglang.output
+        mounts += ["--server", SERVER, "--release", "1"]
+    for device_name, device in DEVICES.items():
+        run = ok(*mounts, "--device", device)
+        if fmt.endswith("-pull"):
+            assert run.stderr.startswith(
+                f"note: {device_name} release 1 read from the store here (content "
+            )
+            assert run.stderr.endswith(f"); {SERVER} was not asked: it must serve the same store\n")
+        found, advice = comments(run.stdout), ADVICE[device_name]
+        at = found.index(advice[0])
+        assert found[at : at + len(advice)] == advice
+        lines = run.stdout.splitlines()
+        assert lines[-len(FLAG[fmt]) :] == FLAG[fmt]
+        assert sum("--linear-backend" in line for line in lines) == (2 if fmt == "docker" else 3)
+    sglang = ok(*mounts, "--device", "L20", *"--engine sglang --triton-version 3.8.0".split())
     assert "--linear-backend" not in sglang.stdout and "Marlin" not in sglang.stdout
     assert f"# {SGLANG_NOTE}" in sglang.stdout.splitlines()
-    cpu = invoke("mounts", "--device", "interpreter", "--format", fmt, "--db", store, *pull)
-    assert cpu.exit_code == 0, cpu.output
+    cpu = ok(*mounts, "--device", "interpreter")
     assert "--linear-backend" not in cpu.stdout
     assert " ".join(INTERPRETER_ADVICE) in " ".join(comments(cpu.stdout))
 
@@ -165,16 +137,15 @@ def test_no_flag_for_sglang_or_the_interpreter(store: str, no_server, fmt: str) 
 def test_tuner_pull_and_the_download_readme(
     store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, device_name: str
 ) -> None:
-    with TestClient(create_app(Settings(db_url=store))) as client:
+    with service(store) as client:
         monkeypatch.setattr(
             pull_module, "fetch", lambda url: client.get(url[len(SERVER) :]).content
         )
         out = ["--out", str(tmp_path / "configs")]
-        run = invoke("pull", "--server", SERVER, "--device", DEVICES[device_name], *out)
+        run = ok("pull", "--server", SERVER, "--device", DEVICES[device_name], *out)
         readme = zipfile.ZipFile(
             io.BytesIO(client.get(f"/devices/{DEVICES[device_name]}/configs.zip").content)
         ).read("README.txt")
-    assert run.exit_code == 0, run.output
     # `tuner pull` prints the same sentences unwrapped, after its one line on what it wrote.
     assert " ".join(run.stdout.splitlines()[1:]) == " ".join(ADVICE[device_name])
     text = readme.decode()

@@ -85,7 +85,7 @@ def test_without_vllm_the_table_answers_and_the_flag_decides_the_exit_code() -> 
     ]
 
 
-def test_bad_input_is_one_line_and_no_architecture_is_the_reason_to_exit_1() -> None:
+def test_bad_input_no_architecture_versions_and_mismatch_lines() -> None:
     code, _, errors = doctor("--no-compile")
     assert code == 1 and errors[-1] == (
         "tuning here will not change what vLLM runs: no GPU visible, no --arch and no --device "
@@ -100,9 +100,6 @@ def test_bad_input_is_one_line_and_no_architecture_is_the_reason_to_exit_1() -> 
     ]:
         code, _, errors = doctor(*args)
         assert code == 2 and len(errors) == 1 and errors[0].startswith(error), errors
-
-
-def test_versions_and_mismatch_lines() -> None:
     lines = ["numpy", "triton~=3.8.0; platform_system == 'Linux'", "torch==2.14.0", "not a req!"]
     found = [required_version(lines, name) for name in ("triton", "torch", "numpy", "vllm")]
     assert found == ["~=3.8.0", "==2.14.0", "any", None]

@@ -4,16 +4,15 @@ import io
 import json
 import re
 import socket
-import sqlite3
 import subprocess
 import sys
-import time
 import zipfile
 
 import httpx
 import pytest
 
-from tests.cli.common import invoke
+from tests.cli.common import query
+from tests.cli.robust import wait_for
 
 # M = 1 and a multiple of 16: both specializations of M
 SWEEP = "sweep --device interpreter --model tiny --m 1,32 --strategy optuna --trials 3".split()
@@ -21,39 +20,15 @@ SWEEP += ["--interpreter-reps", "1"]
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 
 
-def tuner(*args, cwd, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "tuner.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-
-
-@pytest.fixture(scope="module")
-def swept(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("e2e")
-    run = tuner(*SWEEP, "--db", f"sqlite:///{folder}/tuner.db", cwd=folder)
-    assert run.returncode == 0, run.stderr
-    return folder, run
-
-
-def rows(folder, query):
-    with sqlite3.connect(folder / "tuner.db") as connection:
-        return connection.execute(query).fetchall()
-
-
-def expected_files(folder):
+def expected_files(db):
     """Files computed straight from the decisions table: per task the config kept after the
     interleaved re-timing, unless vLLM's default config (re-timed with it) is at least as
     fast."""
-    tasks = rows(folder, "SELECT task_id, N, K, M FROM tasks")
+    tasks = query(db, "SELECT task_id, N, K, M FROM tasks")
     files = {}
     for task_id, n, k, m in tasks:
-        [decided] = rows(
-            folder,
+        [decided] = query(
+            db,
             f"SELECT {', '.join(KEYS)}, latency_us, default_latency_us "
             f"FROM decisions WHERE task_id = {task_id}",
         )
@@ -69,28 +44,31 @@ def expected_files(folder):
     }
 
 
-def test_every_trial_is_stored_checked_and_the_default_is_timed_in_every_task(swept):
-    folder, run = swept
-    assert rows(folder, "SELECT count(*), sum(state = 'done') FROM tasks") == [(4, 4)]
+def test_every_trial_is_stored_checked_and_timed_against_the_default_and_served(tmp_path):
+    sweep = [sys.executable, "-m", "tuner.cli", *SWEEP, "--db", f"sqlite:///{tmp_path}/tuner.db"]
+    run = subprocess.run(sweep, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr
+    db = tmp_path / "tuner.db"
+    assert query(db, "SELECT count(*), sum(state = 'done') FROM tasks") == [(4, 4)]
     tasks = [(n, k, m) for n, k in ((256, 384), (576, 256)) for m in (1, 32)]
-    assert sorted(rows(folder, "SELECT N, K, M FROM tasks")) == tasks
-    per_task = rows(
-        folder,
+    assert sorted(query(db, "SELECT N, K, M FROM tasks")) == tasks
+    per_task = query(
+        db,
         "SELECT task_id, count(*), sum(is_default), sum(status = 'ok'), "
         "max(rel_error) FROM trials GROUP BY task_id",
     )
     assert len(per_task) == 4
-    for _, trials, defaults, ok, max_error in per_task:
-        assert (trials, defaults, ok) == (3, 1, 3)
+    for _, trials, defaults, ok_trials, max_error in per_task:
+        assert (trials, defaults, ok_trials) == (3, 1, 3)
         assert 0 < max_error < 1e-2
-    defaults = rows(folder, f"SELECT DISTINCT {', '.join(KEYS)} FROM trials WHERE is_default")
+    defaults = query(db, f"SELECT DISTINCT {', '.join(KEYS)} FROM trials WHERE is_default")
     assert defaults == [(64, 128, 128, 32, 4, 2)]
-    assert rows(
-        folder,
+    assert query(
+        db,
         "SELECT count(*) FROM trials WHERE latency_us IS NULL "
         "OR p20_us > latency_us OR latency_us > p80_us",
     ) == [(0,)]
-    assert rows(folder, "SELECT device_name FROM devices") == [("TRITON_INTERPRETER",)]
+    assert query(db, "SELECT device_name FROM devices") == [("TRITON_INTERPRETER",)]
     assert "4/4 tasks done, 0 failed; 12 trials run now" in " ".join(run.stdout.split())
     # The time line: no pruning and no compile pool on the interpreter; measure seconds are the
     # sum of the trials' measure_s, which the wall time covers.
@@ -101,26 +79,15 @@ def test_every_trial_is_stored_checked_and_the_default_is_timed_in_every_task(sw
         " ".join(run.stdout.split()),
     )
     assert times, run.stdout
-    [(measure_s,)] = rows(folder, "SELECT sum(measure_s) FROM trials")
+    [(measure_s,)] = query(db, "SELECT sum(measure_s) FROM trials")
     assert float(times[1]) == pytest.approx(measure_s, abs=0.06)
     assert 0 < float(times[1]) < float(times[2])
+    files_over_http_match_the_winners_in_the_store(tmp_path)
 
 
-def test_rerun_resumes_without_measuring_again(swept, monkeypatch):
-    folder, _ = swept
-    before = rows(folder, "SELECT * FROM trials ORDER BY trial_id")
-    monkeypatch.chdir(folder)  # in this process: the first run covered `python -m tuner.cli`
-    again = invoke(*SWEEP, "--db", f"sqlite:///{folder}/tuner.db")
-    assert again.exit_code == 0, again.output
-    assert "(resumed)" in again.stdout
-    assert "0 trials run now" in " ".join(again.stdout.split())
-    assert rows(folder, "SELECT * FROM trials ORDER BY trial_id") == before
-    assert rows(folder, "SELECT count(*) FROM sweeps") == [(1,)]
-
-
-def test_files_over_http_match_the_winners_in_the_store(swept):
-    folder, _ = swept
-    expected = expected_files(folder)
+def files_over_http_match_the_winners_in_the_store(folder):
+    """`tuner serve` on the store in `folder` serves the files `expected_files` computes."""
+    expected = expected_files(folder / "tuner.db")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -133,15 +100,14 @@ def test_files_over_http_match_the_winners_in_the_store(swept):
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
+
+        def up() -> bool:
             try:
-                if httpx.get(f"{base}/health").status_code == 200:
-                    break
+                return httpx.get(f"{base}/health").status_code == 200
             except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "server did not come up"
-            time.sleep(0.2)
+                return False
+
+        wait_for(up, 60, "server did not come up", every_s=0.2)
         archive = httpx.get(f"{base}/devices/TRITON_INTERPRETER/configs.zip")
         assert archive.status_code == 200
         with zipfile.ZipFile(io.BytesIO(archive.content)) as zipped:

@@ -3,10 +3,9 @@
 import re
 
 import pytest
-from typer.testing import CliRunner
 
+from tests.cli.common import ok
 from tests.cli.robust import ENVIRONMENT, write_landscape
-from tuner.cli.app import app
 from tuner.cli.landscape import build_landscape
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
@@ -18,23 +17,16 @@ def test_record_returns_the_replayed_landscape(tmp_path, monkeypatch):
     path, configs = write_landscape(tmp_path, (1, 16))
     db = f"--db=sqlite:///{tmp_path}/t.db"
     sweep = "sweep --device L20 --model tiny --m 1,16 --strategy grid --trials 200 --replay"
-    swept = CliRunner().invoke(app, [*sweep.split(), str(path), "--configs", str(configs), db])
-    assert swept.exit_code == 0, swept.output
-    record = CliRunner().invoke(
-        app, [*"landscape record --device L20 --out rec/l20.json".split(), db]
-    )
-    assert record.exit_code == 0, record.output
+    ok(*sweep.split(), path, "--configs", configs, db)
+    record = ok(*"landscape record --device L20 --out rec/l20.json".split(), db)
     assert record.stdout.startswith(
         "wrote rec/l20.json: NVIDIA_L20, 4 (N, K, M), 384 trials (336 ok), triton 3.6.0"
     )
     recorded, source = load_landscape(tmp_path / "rec" / "l20.json"), load_landscape(path)
     assert re.fullmatch(r"custom:[0-9a-f]{16}@replay:[0-9a-f]{16}", recorded.space)
     assert dict(recorded.environment) == ENVIRONMENT and recorded.problems == source.problems
-    assert (recorded.device_name, recorded.out_dtype, recorded.block_shape) == (
-        "NVIDIA_L20",
-        "bfloat16",
-        (128, 128),
-    )
+    assert recorded.device_name == "NVIDIA_L20"
+    assert (recorded.out_dtype, recorded.block_shape) == ("bfloat16", (128, 128))
 
 
 class Row:
@@ -50,7 +42,7 @@ class Row:
         self.environment = {**ENVIRONMENT, "triton": f"3.{environment_id}.0"}
 
 
-def test_build_keeps_the_largest_environment_and_the_latest_trial():
+def test_build_keeps_the_largest_environment_the_latest_trial_and_complete_problems():
     other = KernelConfig(16, 32, 64, 1, 4, 2)
     rows = [Row(6, 9.0), Row(9, 7.0), Row(9, 8.0, other), Row(9, 5.0), Row(9, 1.0, None, "float16")]
     landscape, notes = build_landscape(rows, device_name="NVIDIA_L20", recorded_at="now")
@@ -61,9 +53,7 @@ def test_build_keeps_the_largest_environment_and_the_latest_trial():
         "kept the 3 trials of environment 9, block_shape [128, 128] bfloat16; left out 2 of "
         "other environments or kinds"
     ]
-
-
-def test_complete_only_drops_the_partial_problem_a_cut_sweep_leaves():
+    # complete_only drops the partial problem a cut sweep leaves.
     space = vllm_space()
     cut = {1: len(space), 16: len(space), 256: 700}  # M=256 cut at 700
     rows = [Row(9, 10.0 + m, config, M=m) for m, count in cut.items() for config in space[:count]]

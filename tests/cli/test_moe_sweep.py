@@ -5,32 +5,21 @@ files."""
 
 import importlib.metadata
 import json
-import sqlite3
 
 import pytest
-from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.settings import Settings
-from tests.cli.common import invoke
+from tests.cli.common import ok, query, service
 from tuner.inputs.shapes import ShapesFileError, _load_text, load_shapes
 from tuner.kernels.moe.family import expert_shape
 from tuner.kernels.moe.space import default_config
 from tuner.kernels.registry import get_family
 
 
-def tuner(*args, cwd):
-    """`tuner` in this process (no interpreter start-up and imports), run from folder `cwd`."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(cwd)
-        return invoke(*args)
-
-
-def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path, db) -> None:
+def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path, db, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "configs.json").write_text(json.dumps([default_config(1).as_dict()]))
     sweep = "sweep --device interpreter --model tiny-moe --m 1 --strategy grid --configs"
-    run = tuner(*sweep.split(), "configs.json", "--interpreter-reps", "1", "--db", db, cwd=tmp_path)
-    assert run.exit_code == 0, run.output
+    run = ok(*sweep.split(), "configs.json", "--interpreter-reps", "1", "--db", db)
     heads = [
         line.split(", store")[0]
         for line in run.stdout.splitlines()
@@ -41,15 +30,11 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path, db) -> None:
         "sweep 2 (new): TRITON_INTERPRETER, tiny-moe TP 1, MoE E=4 N=64 K=128 top_k=2 x 1 M, "
         "grid, 1 worker(s)",
     ]
-    with sqlite3.connect(tmp_path / "tuner.db") as connection:
-        tasks = connection.execute(
-            "SELECT family, shape_params, N, K, M, state FROM tasks ORDER BY task_id"
-        ).fetchall()
-        statuses = connection.execute("SELECT DISTINCT status FROM trials").fetchall()
+    store = tmp_path / "tuner.db"
+    tasks = query(store, "SELECT family, shape_params, N, K, M, state FROM tasks ORDER BY task_id")
     assert tasks == [("dense", "", 256, 128, 1, "done"), ("moe", "E=4,top_k=2", 64, 128, 1, "done")]
-    assert statuses == [("ok",)]
-    export = tuner("export", "--device", "interpreter", "--out", "out", "--db", db, cwd=tmp_path)
-    assert export.exit_code == 0, export.output
+    assert query(store, "SELECT DISTINCT status FROM trials") == [("ok",)]
+    ok("export", "--device", "interpreter", "--out", "out", "--db", db)
     name = "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
     assert json.loads((tmp_path / "out" / name).read_text()) == {
         "triton_version": importlib.metadata.version("triton"),
@@ -64,7 +49,7 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path, db) -> None:
     )
     exported = (tmp_path / "out" / name).read_bytes()
     MOE, DENSE = name, dense_name
-    with TestClient(create_app(Settings(db_url=db))) as client:
+    with service(db) as client:
         listing = client.get("/devices/TRITON_INTERPRETER/configs")
         assert listing.status_code == 200, listing.text
         assert [f["file_name"] for f in listing.json()["files"]] == [MOE, DENSE]
@@ -86,49 +71,41 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path, db) -> None:
             '  -v "$PWD/configs:/opt/blockfp8-tuner/moe-configs:ro" \\',
             "  -e VLLM_TUNED_CONFIG_FOLDER=/opt/blockfp8-tuner/moe-configs \\",
         ]
-    winners = invoke("winners", "--device", "interpreter", "--db", db, env={"COLUMNS": "200"})
-    assert winners.exit_code == 0, winners.output
+    winners = ok("winners", "--device", "interpreter", "--db", db, env={"COLUMNS": "200"})
     kernels = [
         line.split()[:4]
         for line in winners.stdout.splitlines()
         if line.startswith(("dense", "moe"))
     ]
     assert kernels == [["dense", "256", "128", "1"], ["moe", "E=4,top_k=2", "64", "128"]]
-    verify = invoke(
-        "verify", "--device", "interpreter", "--model", "tiny-moe", "--db", db, "--m", "1"
-    )
-    assert verify.exit_code == 0, verify.output
+    verify = ok("verify", "--device", "interpreter", "--model", "tiny-moe", "--db", db, "--m", "1")
     assert verify.stdout.splitlines()[0] == (
         "note: MoE files are not verified yet (tiny-moe TP 1: E=4 N=64)"
     )
 
     # SGLang's get_moe_configs int()s every key: its files carry no "triton_version".
-    sglang = tuner(
-        *"export --device interpreter --out sgl --engine sglang --db".split(), db, cwd=tmp_path
-    )
-    assert sglang.exit_code == 0, sglang.output
+    ok(*"export --device interpreter --out sgl --engine sglang --db".split(), db)
     assert (tmp_path / "sgl" / name.replace("[128,128]", "[128, 128]")).read_text() == (
         json.dumps({"1": default_config(1).as_dict()}, indent=4) + "\n"
     )
     # Each family's trials carry the hash of its own kernel ...
-    with sqlite3.connect(tmp_path / "tuner.db") as connection:
-        hashes = connection.execute(
-            "SELECT DISTINCT tasks.family, environments.kernel_hash FROM trials "
-            "JOIN tasks ON trials.task_id = tasks.task_id JOIN environments "
-            "ON trials.environment_id = environments.environment_id ORDER BY tasks.family"
-        ).fetchall()
+    hashes = query(
+        store,
+        "SELECT DISTINCT tasks.family, environments.kernel_hash FROM trials "
+        "JOIN tasks ON trials.task_id = tasks.task_id JOIN environments "
+        "ON trials.environment_id = environments.environment_id ORDER BY tasks.family",
+    )
     assert hashes == [
         ("dense", get_family("dense").source("builtin").kernel_hash),
         ("moe", get_family("moe").source("builtin").kernel_hash),
     ]
     # ... so an MoE kernel change leaves the MoE trials stale and the dense ones current.
-    with sqlite3.connect(tmp_path / "tuner.db") as connection:
-        connection.execute(
-            "UPDATE environments SET kernel_hash = 'an older moe kernel' WHERE kernel_hash = ?",
-            (get_family("moe").source("builtin").kernel_hash,),
-        )
-    again = tuner("export", "--device", "interpreter", "--out", "out2", "--db", db, cwd=tmp_path)
-    assert again.exit_code == 0, again.output
+    query(
+        store,
+        "UPDATE environments SET kernel_hash = 'an older moe kernel' WHERE kernel_hash = ?",
+        get_family("moe").source("builtin").kernel_hash,
+    )
+    ok("export", "--device", "interpreter", "--out", "out2", "--db", db)
     assert sorted(p.name for p in (tmp_path / "out2").glob("*.json")) == [dense_name]
 
 

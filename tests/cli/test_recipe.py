@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import tuner
-from tests.cli.common import invoke, one_line_error
+from tests.cli.common import invoke
 from tuner.files.mounts import advice_comments
 
 IMAGE = "vllm/vllm-openai:v0.33.0"
@@ -20,15 +20,17 @@ INSTALL = (
 )
 
 
-def recipe(*args: str):
-    return invoke(
-        "recipe", "sweep", "--image", IMAGE, "--device", "L20", "--model", "qwen3.8-27b", *args
-    )
+RECIPE = ["recipe", "sweep", "--image", IMAGE, "--device", "L20", "--model", "qwen3.8-27b"]
+
+
+def recipe(*args: str, code: int | None = None):
+    """`tuner recipe sweep` of qwen3.8-27b on an L20 in IMAGE, then `args` (a later option
+    overrides these)."""
+    return invoke(*RECIPE, *args, code=code)
 
 
 def test_the_docker_line_round_trips_through_shell_quoting() -> None:
-    run = recipe("--tp", "2")
-    assert run.exit_code == 0, run.output
+    run = recipe("--tp", "2", code=0)
     *comments, line = run.stdout.splitlines()
     assert all(c.startswith("#") for c in comments)
     argv = shlex.split(line)
@@ -47,27 +49,21 @@ def test_the_docker_line_round_trips_through_shell_quoting() -> None:
     assert shlex.split(doctor) == ["tuner", "doctor", "--no-compile"]
     assert sweep == "tuner sweep --device L20 --model qwen3.8-27b --tp 2 --kernel vllm"
     assert len(argv) == 17
-
-
-def test_shell_characters_in_the_image_stay_one_word() -> None:
+    # Shell characters in the image stay one word.
     tricky = "registry.local/v'llm:$(touch${IFS}x)`y`\\"
-    run = invoke("recipe", "sweep", "--image", tricky, "--device", "L20", "--model", "tiny")
-    assert run.exit_code == 0, run.output
-    argv = shlex.split(run.stdout.splitlines()[-1])
+    argv = shlex.split(recipe("--image", tricky, code=0).stdout.splitlines()[-1])
     assert argv[argv.index("--entrypoint") + 2] == tricky
-
-
-def test_a_postgres_store_is_passed_by_variable_never_printed() -> None:
-    run = recipe("--db", "postgresql+psycopg://tuner:s3cret@db:5432/tuner")
-    assert run.exit_code == 0, run.output
+    # A PostgreSQL store is passed by variable, never printed.
+    run = recipe("--db", "postgresql+psycopg://tuner:s3cret@db:5432/tuner", code=0)
     assert "s3cret" not in run.stdout
     argv = shlex.split(run.stdout.splitlines()[-1])
     assert argv[argv.index("-e") + 1] == "TUNER_DB_URL"
 
 
 def test_the_kubernetes_job_is_valid_against_the_published_schema() -> None:
-    run = recipe(*"--format k8s --nodes 3 --gpus 2 --db".split(), "postgresql+psycopg://t:pw@db/t")
-    assert run.exit_code == 0, run.output
+    run = recipe(
+        *"--format k8s --nodes 3 --gpus 2 --db".split(), "postgresql+psycopg://t:pw@db/t", code=0
+    )
     assert "pw@" not in run.stdout
     job = yaml.safe_load(run.stdout)
     assert kubernetes_validate.validate(job, "1.33", strict=True) == "1.33"
@@ -112,32 +108,27 @@ def test_the_kubernetes_job_is_valid_against_the_published_schema() -> None:
     ) in lines
 
 
-def test_k8s_needs_postgres_and_words_must_be_words() -> None:
-    for store in (("--db", "sqlite:///t.db"), ()):  # a k8s sweep across pods shares a store
-        run = recipe("--format", "k8s", *store)
-        assert (run.exit_code, run.stdout) == (2, "")
-        assert run.stderr == (
-            "error: --format k8s needs --db postgresql+psycopg://...: the pods "
-            "of a Kubernetes sweep share one PostgreSQL store (a SQLite file "
-            "is one host's)\n"
-        )
-    for url in ("postgres://tuner@db/tuner", "postgresql://tuner@db/tuner"):  # psycopg's
-        assert recipe("--format", "k8s", "--db", url).exit_code == 0
-    bad = invoke(*"recipe sweep --device L20 --model m --image".split() + ["a b"])
-    one_line_error(bad, "--image must be one word, got 'a b'")
+K8S_NEEDS_POSTGRES = (
+    "error: --format k8s needs --db postgresql+psycopg://...: the pods of a Kubernetes sweep "
+    "share one PostgreSQL store (a SQLite file is one host's)"
+)
 
 
 @pytest.mark.parametrize(
     ("args", "line"),
     [
-        ("--device L20 --model nosuchmodel", "error: unknown model 'nosuchmodel'; known: "),
-        ("--device NoSuchGPU --model qwen3.8-27b", "error: 'NoSuchGPU' is not a GPU model name"),
-        ("--device L20 --model qwen3.8-27b --tp 3", "error: model 'qwen3.8-27b' has no shapes"),
+        ("--model nosuchmodel", "error: unknown model 'nosuchmodel'; known: "),
+        ("--device NoSuchGPU", "error: 'NoSuchGPU' is not a GPU model name"),
+        ("--tp 3", "error: model 'qwen3.8-27b' has no shapes"),
+        # a k8s sweep across pods shares a store
+        ("--format k8s --db sqlite:///t.db", K8S_NEEDS_POSTGRES),
+        ("--format k8s", K8S_NEEDS_POSTGRES),
+        ("--image 'a b'", "error: --image must be one word, got 'a b'"),
     ],
 )
 def test_what_the_sweep_would_refuse_is_refused_before_printing(args, line) -> None:
-    run = invoke("recipe", "sweep", "--image", IMAGE, *args.split())
-    assert (run.exit_code, run.stdout) == (2, "")
+    run = recipe(*shlex.split(args), code=2)
+    assert run.stdout == ""
     assert run.stderr.startswith(line) and len(run.stderr.strip().splitlines()) == 1
 
 
@@ -167,6 +158,8 @@ def test_the_wheels_are_built_for_the_image_s_python_and_platform() -> None:
     steps = k8s.stdout.splitlines()
     assert steps[4] == "# 2." + WHEELS[0][1:]
     assert steps[5:12] == ["#    " + line[2:] for line in WHEELS[1:]]
+    for url in ("postgres://tuner@db/tuner", "postgresql://tuner@db/tuner"):  # psycopg's
+        recipe("--format", "k8s", "--db", url, code=0)
 
 
 def test_both_recipes_say_what_makes_vllm_read_the_files_on_the_device() -> None:

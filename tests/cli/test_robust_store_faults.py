@@ -14,24 +14,23 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import time
 from collections import defaultdict
 
 import pytest
 
+from tests.cli.common import query
 from tests.cli.robust import (
     CONFIGS,
     TRIAL_ROWS,
     measure_log,
     remeasured_after_done,
     run_tuner,
+    start_tuner,
     store_rows,
     sweep_args,
     trial_rows,
-    tuner_command,
-    tuner_env,
     wait_for,
     winners,
     write_landscape,
@@ -81,8 +80,7 @@ def all_rows(url: str) -> dict[str, list]:
 def reference(folder):
     """The rows of one uninterrupted run (SQLite; replayed latencies are the same anywhere)."""
     url = f"sqlite:///{folder / 'reference.db'}"
-    run = run_tuner(*store_args(folder, url), cwd=folder)
-    assert run.returncode == 0, run.stderr
+    run_tuner(*store_args(folder, url), cwd=folder)
     rows = all_rows(url)
     assert len(rows["trials"]) == TRIALS and rows["states"] == [("done", TASKS)]
     assert [n for *_, n in rows["decisions"]] == [1] * TASKS
@@ -99,14 +97,8 @@ def server():
 
 
 def start_slow_sweep(folder, url: str, log, **env: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        tuner_command(*store_args(folder, url)),
-        cwd=folder,
-        env=tuner_env(TUNER_TEST_TRIAL_SLEEP_S=SLOW, TUNER_TEST_MEASURE_LOG=str(log), **env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    slow = {"TUNER_TEST_TRIAL_SLEEP_S": SLOW, "TUNER_TEST_MEASURE_LOG": str(log)}
+    return start_tuner(*store_args(folder, url), cwd=folder, **slow, **env)
 
 
 def wait_inside_a_trial(log, started: int) -> None:
@@ -160,8 +152,7 @@ def test_postgres_that_stays_down_stops_the_sweep_in_one_line_and_resumes(
     states = dict(all_rows(server.url)["states"])
     assert states.get("failed", 0) == 0
     time.sleep(2.5)  # the leases the stopped sweep could not hand back end
-    again = run_tuner(*store_args(folder, server.url), cwd=folder, TUNER_LEASE_S="2")
-    assert again.returncode == 0, again.stderr
+    run_tuner(*store_args(folder, server.url), cwd=folder, TUNER_LEASE_S="2")
     assert all_rows(server.url) == reference
 
 
@@ -170,20 +161,17 @@ def test_full_sqlite_store_stops_with_one_line_and_resumes_once_there_is_room(fo
     disk: the sweep stops naming the disk, nothing is failed, and the same command resumes
     once the limit is lifted. A grid of all 96 configs: the trials outgrow the first pages."""
     ref_url = f"sqlite:///{tmp_path / 'reference.db'}"
-    assert run_tuner(*store_args(folder, ref_url, "configs.json"), cwd=folder).returncode == 0
+    run_tuner(*store_args(folder, ref_url, "configs.json"), cwd=folder)
     reference = all_rows(ref_url)
     assert reference["states"] == [("done", TASKS)]
     db = tmp_path / "full.db"
     url = f"sqlite:///{db}"
     args = store_args(folder, url, "configs.json")
-    created = run_tuner(*args, "--no-run", cwd=folder)
-    assert created.returncode == 0, created.stderr
-    with sqlite3.connect(db) as connection:
-        pages = connection.execute("PRAGMA page_count").fetchone()[0]
+    run_tuner(*args, "--no-run", cwd=folder)
+    [(pages,)] = query(db, "PRAGMA page_count")
     full = run_tuner(
-        *args, cwd=folder, TUNER_STORE_TIMEOUT_S="2", TUNER_TEST_SQLITE_MAX_PAGES=str(pages)
+        *args, cwd=folder, TUNER_STORE_TIMEOUT_S="2", TUNER_TEST_SQLITE_MAX_PAGES=str(pages), code=2
     )
-    assert full.returncode == 2, full.stderr
     errors = [line for line in full.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "Traceback" not in full.stderr, full.stderr
     assert errors[0].startswith(f"error: disk full at {tmp_path}: ")
@@ -192,8 +180,7 @@ def test_full_sqlite_store_stops_with_one_line_and_resumes_once_there_is_room(fo
     assert 0 < len(rows["trials"]) < len(reference["trials"])
     assert dict(rows["states"]).get("failed", 0) == 0
     assert dict(rows["states"]).get("running", 0) == 0  # handed back
-    again = run_tuner(*args, cwd=folder)
-    assert again.returncode == 0, again.stderr
+    run_tuner(*args, cwd=folder)
     assert all_rows(url) == reference
 
 
@@ -203,19 +190,9 @@ WRITER_TRIALS = 8
 PG_URL = os.environ.get("TUNER_TEST_PG_URL")
 
 
-def writer_args(folder, url: str) -> list[str]:
-    """The arguments `tuner worker` shares with the `tuner sweep` whose tasks it joins."""
-    replay = f"--configs {folder / 'configs8.json'} --replay {folder / 'l20.json'}"
-    return ["--device", "L20", *replay.split(), "--db", url]
-
-
 def writer_sweep(folder, url: str) -> list[str]:
-    m = ",".join(map(str, WRITER_M))
-    return [
-        "sweep",
-        *f"--model tiny --m {m} --strategy grid --trials {WRITER_TRIALS}".split(),
-        *writer_args(folder, url),
-    ]
+    m, trials = ",".join(map(str, WRITER_M)), str(WRITER_TRIALS)
+    return sweep_args(folder, url, m, "--trials", trials, configs="configs8.json")
 
 
 @pytest.fixture(scope="module")
@@ -230,8 +207,7 @@ def writers(tmp_path_factory):
     assert len(set(chosen)) == WRITER_TRIALS
     (folder / "configs8.json").write_text(json.dumps([c.as_dict() for c in chosen]))
     db = folder / "reference.db"
-    run = run_tuner(*writer_sweep(folder, f"sqlite:///{db}"), cwd=folder)
-    assert run.returncode == 0, run.stderr
+    run_tuner(*writer_sweep(folder, f"sqlite:///{db}"), cwd=folder)
     return folder, trial_rows(f"sqlite:///{db}"), winners(f"sqlite:///{db}")
 
 
@@ -241,24 +217,20 @@ def run_workers(folder, url: str, workers: int, *scope: str, sweeps: int = 0):
     the trials each sweep said it ran now."""
     sweep = writer_sweep(folder, url)
     created = run_tuner(*sweep, "--no-run", cwd=folder)
-    assert created.returncode == 0, created.stderr
     assert "grid, no run" in created.stdout
     log_path = folder / f"measured-{workers}.log"
     # Replayed trials take well under a millisecond: 50 ms each keeps a worker busy long
     # enough (16 tasks x 8 trials, about 6 s alone) for the others to start and claim tasks.
-    env = tuner_env(
-        TUNER_LEASE_S="4", TUNER_TEST_MEASURE_LOG=str(log_path), TUNER_TEST_TRIAL_SLEEP_S="0.05"
-    )
+    env = {"TUNER_LEASE_S": "4", "TUNER_TEST_MEASURE_LOG": str(log_path)}
+    # What `tuner worker` shares with the `tuner sweep` whose tasks it joins.
+    replay = f"--configs {folder / 'configs8.json'} --replay {folder / 'l20.json'}"
+    worker = ["worker", *scope, "--device", "L20", *replay.split(), "--db", url]
     processes = [
-        subprocess.Popen(
-            tuner_command(*sweep, "--no-publish")
-            if index < sweeps
-            else tuner_command("worker", *scope, *writer_args(folder, url)),
+        start_tuner(
+            *([*sweep, "--no-publish"] if index < sweeps else worker),
             cwd=folder,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            TUNER_TEST_TRIAL_SLEEP_S="0.05",
+            **env,
         )
         for index in range(workers)
     ]

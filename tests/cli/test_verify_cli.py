@@ -3,11 +3,10 @@ resume, and one end-to-end run on the interpreter after a real sweep of a one-sh
 
 import json
 import re
-import sqlite3
 
 import pytest
 
-from tests.cli.common import CELL_SPLIT, invoke, one_line_error
+from tests.cli.common import CELL_SPLIT, invoke, ok, one_line_error, query
 from tests.standin_vllm import VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli import output
@@ -15,6 +14,7 @@ from tuner.cli import verify as cli_verify
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.measure.trial import TrialResult
+from tuner.run import gpus
 
 SHAPE_LINE = re.compile(r"^(N=\d+,K=\d+): keys ([\d, ]+); checking (\d+) M values$")
 SMALL, BIG = (256, 384), (576, 256)  # the two shapes of `tiny`
@@ -92,25 +92,21 @@ def _fill(url, fast=FAST, kernel="builtin"):
 
 
 @pytest.fixture
-def store(tmp_path):
+def store(tmp_path, db):
     """`_fill`'s store, its trials timed by another kernel (hash "abc123": stale)."""
-    url = f"sqlite:///{tmp_path}/tuner.db"
-    _fill(url)
-    with sqlite3.connect(tmp_path / "tuner.db") as connection:
-        connection.execute("UPDATE environments SET kernel_hash = 'abc123'")
-    return url, tmp_path
+    _fill(db)
+    query(tmp_path / "tuner.db", "UPDATE environments SET kernel_hash = 'abc123'")
+    return db, tmp_path
 
 
-def verify(url, *args, m=("--m", "1,16")):
+def verify(url, *args, m=("--m", "1,16"), code=None):
     args = ["--device", "interpreter", "--model", "tiny", *m, "--rounds", "3", "--db", url, *args]
-    return invoke("verify", *args)
+    return invoke("verify", *args, code=code)
 
 
 def test_bad_input_is_one_line_and_exit_2(store, fake_runner, monkeypatch):
     """A visible GPU's vLLM key, not the typed name, must be in the store, so the files checked
     are those of the GPU that times them."""
-    from tuner.run import gpus
-
     url, _ = store
     l20 = gpus.GpuInfo(0, "0", "NVIDIA L20", "NVIDIA_L20", "8.9")
     monkeypatch.setattr(gpus, "visible_gpus", lambda: [l20])
@@ -126,13 +122,11 @@ def test_bad_input_is_one_line_and_exit_2(store, fake_runner, monkeypatch):
         (["--m", "1,x", "--allow-stale"], "--m: 'x' is not a positive integer"),
     ]
     for args, text in cases:
-        result = verify(url, *args)
-        assert result.exit_code == 2, result.output
+        result = verify(url, *args, code=2)
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and text in lines[0], lines
     # every trial is of another kernel: export's note, then one error line with the reasons
-    stale = verify(url)
-    assert stale.exit_code == 2
+    stale = verify(url, code=2)
     note, error = stale.stderr.strip().splitlines()
     assert note.startswith(
         "note: left out 5 ok trial(s) of TRITON_INTERPRETER timed with "
@@ -149,8 +143,7 @@ def test_bad_input_is_one_line_and_exit_2(store, fake_runner, monkeypatch):
 
 def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_runner):
     url, _ = store
-    result = verify(url, "--allow-stale")
-    assert result.exit_code == 1, result.output
+    result = verify(url, "--allow-stale", code=1)
     assert (
         "M checked per shape (--m): 1, 16, its keys, the midpoint of each pair of "
         "neighbouring keys (where vLLM's nearest-key pick switches) and key - 1, key + 1"
@@ -186,8 +179,7 @@ def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_ru
 
 def test_default_m_set_is_the_sweeps_grid_and_m_all_adds_vllms_18(store, fake_runner):
     url, _ = store
-    result = verify(url, "--allow-stale", m=())
-    assert result.exit_code == 1, result.output
+    result = verify(url, "--allow-stale", m=(), code=1)
     assert (
         "M checked per shape: its keys, the M grid of the sweeps that made it, the midpoint "
         "of each pair of neighbouring keys (where vLLM's nearest-key pick switches) and "
@@ -196,8 +188,7 @@ def test_default_m_set_is_the_sweeps_grid_and_m_all_adds_vllms_18(store, fake_ru
     ) in result.stdout.splitlines()
     found = sections(result.stdout)
     assert column(found["N=256,K=384"], 0) == ["1", "2", "8", "15", "16", "17"]  # sweep: 1, 16
-    every = verify(url, "--allow-stale", m=("--m", "all"))
-    assert every.exit_code == 1, every.output
+    every = verify(url, "--allow-stale", m=("--m", "all"), code=1)
     assert (
         "M checked per shape (--m all): vLLM's 18 batch sizes, the M grid of the sweeps "
         "that made it, its keys, the midpoint of each pair of neighbouring keys (where "
@@ -216,15 +207,9 @@ def test_default_m_set_is_the_sweeps_grid_and_m_all_adds_vllms_18(store, fake_ru
 
 def test_wrong_result_is_a_failure(store, fake_runner, monkeypatch):
     url, _ = store
-    monkeypatch.setattr(
-        FakeRunner,
-        "check",
-        lambda self, config: TrialResult(
-            TrialStatus.WRONG_RESULT, error="relative error 0.5 >= 0.01"
-        ),
-    )
-    result = verify(url, "--allow-stale")
-    assert result.exit_code == 1
+    wrong = TrialResult(TrialStatus.WRONG_RESULT, error="relative error 0.5 >= 0.01")
+    monkeypatch.setattr(FakeRunner, "check", lambda self, config: wrong)
+    result = verify(url, "--allow-stale", code=1)
     rows = sections(result.stdout)["N=256,K=384"]
     assert [row[7] for row in rows[:3]] == ["failed: wrong_result: relative error 0.5 >= 0.01"] * 3
     assert [row[6] for row in rows[:3]] == ["-"] * 3
@@ -237,11 +222,9 @@ def _default_only(tmp_path):
     return str(path)
 
 
-def test_nothing_to_time_is_one_line_and_exit_0(tmp_path, fake_runner):
-    url = f"sqlite:///{tmp_path}/tuner.db"
-    _fill(url, fast=None)
-    result = verify(url)
-    assert result.exit_code == 0, result.output
+def test_nothing_to_time_is_one_line_and_exit_0(db, fake_runner):
+    _fill(db, fast=None)
+    result = verify(db, code=0)
     assert result.stdout.splitlines()[-1] == (
         "nothing to time: at all 12 M value(s) of 2 shape(s) vLLM's pick from "
         "TRITON_INTERPRETER's files is its default config, the baseline itself (the sweeps "
@@ -253,24 +236,21 @@ def test_nothing_to_time_is_one_line_and_exit_0(tmp_path, fake_runner):
 
 
 def test_inside_vllm_fix_tunes_the_offending_m_with_vllms_kernel_and_checks_again(
-    tmp_path, monkeypatch, fake_runner
+    tmp_path, db, monkeypatch, fake_runner
 ):
     """With vLLM importable the files come from its kernel's trials: verify times that kernel,
     --fix's trials time it too, and the shape is checked again in full with the new key."""
-    url = f"sqlite:///{tmp_path}/tuner.db"
     with importable(build_standin(tmp_path / "site"), monkeypatch):
-        _fill(url, kernel="vllm")
-        result = verify(url, "--fix", "--configs", _default_only(tmp_path))
-    assert result.exit_code == 0, result.output
+        _fill(db, kernel="vllm")
+        result = verify(db, "--fix", "--configs", _default_only(tmp_path), code=0)
     assert {entry[1] for entry in fake_runner if entry[0] == "kernel"} == {"vllm"}
-    with sqlite3.connect(tmp_path / "tuner.db") as connection:
-        fixed = connection.execute(
-            "SELECT DISTINCT s.space, e.kernel_source, e.vllm, t.N, t.K, t.M, t.state FROM trials "
-            "JOIN tasks t USING (task_id) JOIN sweeps s USING (sweep_id) JOIN environments e "
-            "USING (environment_id) WHERE s.sweep_id = 2"
-        ).fetchall()
     # one sweep for the one shape with a slower M, at that M only, of vLLM's kernel
-    ((space, source, version, *task),) = fixed
+    ((space, source, version, *task),) = query(
+        tmp_path / "tuner.db",
+        "SELECT DISTINCT s.space, e.kernel_source, e.vllm, t.N, t.K, t.M, t.state FROM trials "
+        "JOIN tasks t USING (task_id) JOIN sweeps s USING (sweep_id) JOIN environments e "
+        "USING (environment_id) WHERE s.sweep_id = 2",
+    )
     assert space.startswith("custom:") and space.endswith(f"@kernel:vllm-{VERSION}")
     assert (source, version, task) == ("vllm", VERSION, [256, 384, 8, "done"])
     assert "--fix of N=256,K=384 x 1 M" in result.stdout
@@ -288,16 +268,12 @@ def test_fix_first_finishes_unfinished_sweeps_so_an_interrupted_fix_resumes(stor
     url, tmp_path = store
     configs = _default_only(tmp_path)
     sweep = ["sweep", "--device", "interpreter", "--model", "tiny", "--m", "8", "--db", url]
-    planned = invoke(*sweep, "--configs", configs, "--no-run")
-    assert planned.exit_code == 0, planned.output
-    partial = verify(url, "--allow-stale")
-    assert partial.exit_code == 2
+    ok(*sweep, "--configs", configs, "--no-run")
+    partial = verify(url, "--allow-stale", code=2)
     assert "no winner yet for M=8" in partial.stderr
-    resumed = verify(url, "--allow-stale", "--fix", "--configs", configs)
-    assert resumed.exit_code == 0, resumed.output
+    resumed = verify(url, "--allow-stale", "--fix", "--configs", configs, code=0)
     assert "resuming sweep 2 (M=8)" in resumed.stdout
-    with sqlite3.connect(tmp_path / "tuner.db") as connection:
-        states = connection.execute("SELECT state FROM tasks WHERE sweep_id = 2").fetchall()
+    states = query(tmp_path / "tuner.db", "SELECT state FROM tasks WHERE sweep_id = 2")
     assert states == [("done",), ("done",)]
     assert "--fix of" not in resumed.stdout  # nothing left to fix
     keys = column(sections(resumed.stdout)["N=256,K=384"], 1)
@@ -308,9 +284,8 @@ def test_fix_first_finishes_unfinished_sweeps_so_an_interrupted_fix_resumes(stor
 CANDIDATE = KernelConfig(16, 256, 128, 1, 4, 2).as_dict()
 
 
-def test_end_to_end_on_the_interpreter(tmp_path, monkeypatch):
+def test_end_to_end_on_the_interpreter(tmp_path, db, monkeypatch):
     """On a user model of one 128 x 128 shape (one tile: the interpreter's fastest)."""
-    url = f"sqlite:///{tmp_path}/tuner.db"
     configs = tmp_path / "configs.json"
     configs.write_text(json.dumps([CANDIDATE]))
     monkeypatch.setenv("TUNER_SHAPES_DIR", str(tmp_path))
@@ -318,10 +293,9 @@ def test_end_to_end_on_the_interpreter(tmp_path, monkeypatch):
         'model = "one"\nblock_shape = [128, 128]\n[tp.1]\nsource = "test"\nshapes = [[128, 128]]\n'
     )
     monkeypatch.setattr(output.console, "_width", 220)
-    tiny = ["--device", "interpreter", "--model", "one", "--m", "1", "--db", url]
+    tiny = ["--device", "interpreter", "--model", "one", "--m", "1", "--db", db]
     sweep = [*tiny, "--configs", str(configs), "--strategy", "grid", "--interpreter-reps", "1"]
-    swept = invoke("sweep", *sweep)
-    assert swept.exit_code == 0, swept.output
+    ok("sweep", *sweep)
     checked = invoke("verify", *tiny, "--rounds", "2")
     assert "note: the interpreter's timings are CPU timings" in checked.stdout
     found = sections(checked.stdout)

@@ -4,12 +4,12 @@ winners of two sources never mix in an export."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-import sqlite3
 
 import pytest
 
-from tests.cli.common import invoke
+from tests.cli.common import invoke, query
 from tests.standin_vllm import NO_DRIVER_VARIABLE, build_standin, importable
 from tuner.files.provenance import family_kernel_hash, installed_triton_minor
 from tuner.kernels.dense.space import default_config
@@ -21,23 +21,19 @@ FAST = dict(default_config().as_dict(), GROUP_SIZE_M=1)
 SLOW = dict(default_config().as_dict(), GROUP_SIZE_M=16)
 
 
-def tuner(*args, vllm=None, extra=None):
+def tuner(*args, vllm=None, extra=None, code=0):
     """`tuner` in this process, with the stand-in vLLM importable when given (dropped from
-    sys.modules afterwards) and the environment variables `extra`. Its kernels are timed in
-    spawned workers and its placeholder is asked of a child, as from the command line."""
+    sys.modules afterwards) and the environment variables `extra`, asserting its exit code. Its
+    kernels are timed in spawned workers and its placeholder is asked of a child, as from the
+    command line."""
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
         for key, value in (extra or {}).items():
             patch.setenv(key, value)
-        if vllm is None:
-            return invoke(*args)
-        with importable(vllm, patch):
-            return invoke(*args)
-
-
-def rows(db, sql):
-    with sqlite3.connect(db) as connection:
-        return connection.execute(sql).fetchall()
+        with importable(vllm, patch) if vllm else contextlib.nullcontext():
+            result = invoke(*args)
+    assert result.exit_code == code, result.output
+    return result
 
 
 def _tiny(home, db: str, *flags: str, model: str = "tiny", configs=(FAST, SLOW)) -> tuple:
@@ -64,31 +60,25 @@ def swept(tmp_path_factory):
     return home, vllm, db, runs
 
 
-def test_auto_times_vllms_kernels_and_a_builtin_sweep_publishes_its_own_files(swept) -> None:
+def test_auto_times_vllms_kernels_records_them_and_a_builtin_sweep_publishes_its_own(swept):
     """Finding 6: `tuner sweep --kernel builtin` where vLLM is importable publishes the builtin's
     files (publish used to read auto, i.e. vLLM's trials, which this store has too)."""
     home, vllm, _, (auto, builtin) = swept
-    assert auto.exit_code == 0, auto.output
-    assert builtin.exit_code == 0, builtin.output
     for run, kernel in ((auto, "vllm-0.33.0"), (builtin, "builtin")):
         lines = [line for line in run.stdout.splitlines() if line.startswith("sweep ")]
         heads = [line.rsplit(", kernel ", 1)[1] for line in lines if "(new)" in line]
         assert heads == [kernel, kernel]
-    spaces = rows(home / "tuner.db", "SELECT sweep_id, space FROM sweeps ORDER BY sweep_id")
-    assert [space.split("@", 1)[1:] for _, space in spaces] == [["kernel:vllm-0.33.0"]] * 2 + [
-        []
-    ] * 2
+    spaces = query(home / "tuner.db", "SELECT space FROM sweeps ORDER BY sweep_id")
+    kernels = [["kernel:vllm-0.33.0"]] * 2 + [[]] * 2  # the builtin's space names no kernel
+    assert [space.split("@", 1)[1:] for (space,) in spaces] == kernels
     published = [line for line in builtin.stdout.splitlines() if line.startswith("published ")]
     assert len(published) == 1, builtin.stdout
     assert published[0].startswith("published TRITON_INTERPRETER release 1: 2 file(s), ")
     assert published[0].endswith(", kernels of builtin"), published
-    [(summary,)] = rows(home / "tuner.db", "SELECT summary FROM releases")
+    [(summary,)] = query(home / "tuner.db", "SELECT summary FROM releases")
     assert json.loads(summary)["scope"]["kernel_source"] == "builtin"
-
-
-def test_every_trial_records_source_version_and_the_hash_of_what_it_timed(swept) -> None:
-    home, vllm, _, _ = swept
-    found = rows(
+    # Every trial records its source, vLLM's version and the hash of what it timed.
+    found = query(
         home / "tuner.db",
         "SELECT DISTINCT tasks.family, environments.kernel_source, environments.vllm, "
         "environments.kernel_hash, COUNT(*) FROM trials "
@@ -104,31 +94,29 @@ def test_every_trial_records_source_version_and_the_hash_of_what_it_timed(swept)
         ("moe", "builtin", "", family_kernel_hash("moe"), 3),
         ("moe", "vllm", "0.33.0", source_hash(moe_path, "fused_moe_kernel"), 3),
     ]
-    statuses = rows(home / "tuner.db", "SELECT DISTINCT status FROM trials")
-    assert statuses == [("ok",)]
+    assert query(home / "tuner.db", "SELECT DISTINCT status FROM trials") == [("ok",)]
 
 
-def test_winners_of_two_sources_never_mix(swept) -> None:
+def test_winners_of_two_sources_never_mix_in_export_or_mounts(swept) -> None:
     """vLLM's trials make FAST the winner, the builtin's SLOW: each export takes one side."""
     home, vllm, db, _ = swept
-    with sqlite3.connect(home / "tuner.db") as connection:
-        # Winners from the trials alone (no task's re-timed decision); vLLM's default
-        # (GROUP_SIZE_M 32) is slowest for both sources, so a tuned config wins.
-        connection.execute("DELETE FROM decisions")
-        for source, fast_us, slow_us in (("vllm", 10.0, 20.0), ("builtin", 30.0, 5.0)):
-            for group, latency in ((1, fast_us), (16, slow_us), (32, 100.0)):
-                connection.execute(
-                    "UPDATE trials SET latency_us = ?, p20_us = ?, p80_us = ? WHERE "
-                    "GROUP_SIZE_M = ? AND environment_id IN "
-                    "(SELECT environment_id FROM environments WHERE kernel_source = ?)",
-                    (latency, latency, latency, group, source),
-                )
+    # Winners from the trials alone (no task's re-timed decision); vLLM's default
+    # (GROUP_SIZE_M 32) is slowest for both sources, so a tuned config wins.
+    query(home / "tuner.db", "DELETE FROM decisions")
+    for source, fast_us, slow_us in (("vllm", 10.0, 20.0), ("builtin", 30.0, 5.0)):
+        for group, us in ((1, fast_us), (16, slow_us), (32, 100.0)):
+            query(
+                home / "tuner.db",
+                "UPDATE trials SET latency_us = ?, p20_us = ?, p80_us = ? WHERE GROUP_SIZE_M = ? "
+                "AND environment_id IN (SELECT environment_id FROM environments WHERE "
+                "kernel_source = ?)",
+                *(us, us, us, group, source),
+            )
 
     def exported(out, *flags, vllm_path=None):
         out = home / out
         export = f"export --device interpreter --out {out} --db {db}".split()
         run = tuner(*export, *flags, vllm=vllm_path)
-        assert run.exit_code == 0, run.output
         dense = json.loads((out / DENSE_FILE).read_text())["1"]["GROUP_SIZE_M"]
         moe = json.loads((out / MOE_FILE).read_text())["1"]["GROUP_SIZE_M"]
         said = [line for line in run.stderr.splitlines() if line.startswith("winners of ")]
@@ -142,14 +130,9 @@ def test_winners_of_two_sources_never_mix(swept) -> None:
     assert exported("c", "--kernel", "builtin", vllm_path=vllm) == (16, 16, builtin_said)
     assert exported("d", "--kernel", "vllm") == (1, 1, vllm_said)
 
-
-def test_mounts_say_whose_kernel_trials_they_mount(swept) -> None:
-    """--kernel picks whose trials' files are mounted; the header says which, as export does."""
-    _, vllm, db, _ = swept
-
+    # --kernel picks whose trials' files are mounted; the header says which, as export does.
     def tuned_line(*flags, vllm_path=None):
         run = tuner("mounts", "--device", "interpreter", "--db", db, *flags, vllm=vllm_path)
-        assert run.exit_code == 0, run.output
         return [line for line in run.stdout.splitlines() if line.startswith("# Tuned with")]
 
     [auto] = tuned_line(vllm_path=vllm)
@@ -170,13 +153,11 @@ def test_on_a_driverless_host_vllm_is_refused_unless_cuda_visible_devices_is_emp
     vllm = build_standin(tmp_path / "site")
     driverless = {NO_DRIVER_VARIABLE: "1"}
     sweep = (*_tiny(tmp_path, db, configs=[default_config().as_dict()]), "--kernel", "vllm")
-    refused = tuner(*sweep, vllm=vllm, extra=driverless)
-    assert refused.exit_code == 2
+    refused = tuner(*sweep, vllm=vllm, extra=driverless, code=2)
     [line] = refused.stderr.strip().splitlines()
     assert line.startswith("error: --kernel vllm: vLLM 0.33.0 replaces triton with a placeholder")
-    kept = tuner(*sweep, vllm=vllm, extra={**driverless, "CUDA_VISIBLE_DEVICES": ""})
-    assert kept.exit_code == 0, kept.output
-    assert rows(
+    tuner(*sweep, vllm=vllm, extra={**driverless, "CUDA_VISIBLE_DEVICES": ""})
+    assert query(
         tmp_path / "tuner.db",
         "SELECT DISTINCT environments.kernel_source, trials.status FROM trials JOIN "
         "environments USING (environment_id)",
