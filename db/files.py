@@ -366,8 +366,7 @@ def find_released_file(
     """One read for a file download: `file_name` of release `number` (latest when None) of a
     device; None when there is no such release or file."""
     release = _releases(Release.release_id, Release.number, device_name=device_name, number=number)
-    release = release.limit(1)
-    found = release.subquery()
+    found = release.limit(1).subquery()
     row = session.execute(
         select(found.c.number, ReleaseFile.sha256)
         .join(ReleaseFile, ReleaseFile.release_id == found.c.release_id)
