@@ -535,30 +535,24 @@ def device_trials(
 ) -> list[DeviceTrialRow]:
     """Every trial of a device over its sweeps (of `out_dtype` unless None) by trial_id, e.g.
     to record a landscape file."""
-    query = select(Trial, Task, Sweep, Environment).join_from(
-        Trial, Task, Trial.task_id == Task.task_id
-    )
-    query = _on_device(query, device_name, out_dtype)
+    columns = [*Trial.__table__.c, Task.N, Task.K, Task.M, Sweep.space, Sweep.out_dtype]
+    columns += [Sweep.block_n, Sweep.block_k, *(getattr(Environment, k) for k in ENVIRONMENT_KEY)]
+    query = _on_device(select(*columns).join_from(Trial, Task), device_name, out_dtype)
     query = query.join(Environment, Trial.environment_id == Environment.environment_id)
-    environments: dict[int, dict[str, str]] = {}
-    rows = []
-    for trial, task, sweep, env in session.execute(query.order_by(Trial.trial_id)):
-        environment = environments.setdefault(
-            env.environment_id, {name: getattr(env, name) for name in ENVIRONMENT_KEY}
+    environments: dict[int, dict[str, str]] = {}  # one dict per environment
+    return [
+        take(
+            DeviceTrialRow,
+            row,
+            block_shape=block_shape_of(row["block_n"], row["block_k"]),
+            config=config_of(row),
+            status=TrialStatus(row["status"]),
+            environment=environments.setdefault(
+                row["environment_id"], {k: row[k] for k in ENVIRONMENT_KEY}
+            ),
         )
-        shape: dict[str, Any] = {
-            "N": task.N,
-            "K": task.K,
-            "M": task.M,
-            "space": sweep.space,
-            "block_shape": block_shape_of(sweep.block_n, sweep.block_k),
-            "out_dtype": sweep.out_dtype,
-            "status": TrialStatus(trial.status),
-        }
-        rows.append(
-            take(DeviceTrialRow, trial, config=config_of(trial), environment=environment, **shape)
-        )
-    return rows
+        for row in session.execute(query.order_by(Trial.trial_id)).mappings()
+    ]
 
 
 @dataclass(frozen=True)
@@ -578,25 +572,17 @@ def trial_times(session: Session, *, device_name: str) -> list[TrialTimeRow]:
     """Mean measuring seconds of every (family, N, K, M) a device has trials of, sorted; pruned
     trials (never launched) left out: the time estimate `tuner sweep` prints."""
     group = (Task.family, Task.N, Task.K, Task.M)
-    query = _on_device(
-        select(*group, func.count(Trial.trial_id), func.avg(Trial.measure_s)).join_from(
-            Trial, Task, Trial.task_id == Task.task_id
-        ),
-        device_name,
-    ).where(Trial.measure_s.is_not(None), Trial.status.not_in(_NOT_MEASURED))
-    return [
-        TrialTimeRow(family, n, k, m, count, float(mean))
-        for family, n, k, m, count, mean in session.execute(query.group_by(*group).order_by(*group))
-    ]
+    query = select(*group, func.count(), func.avg(Trial.measure_s)).join_from(Trial, Task)
+    query = _on_device(query, device_name).where(
+        Trial.measure_s.is_not(None), Trial.status.not_in(_NOT_MEASURED)
+    )
+    rows = session.execute(query.group_by(*group).order_by(*group))
+    return [TrialTimeRow(f, n, k, m, count, float(mean)) for f, n, k, m, count, mean in rows]
 
 
 def stored_trials(session: Session, *, sweep_key: str) -> int:
     """Trials already stored for the sweep with this key (0 when there is none)."""
-    query = (
-        select(func.count(Trial.trial_id))
-        .join_from(Trial, Task, Trial.task_id == Task.task_id)
-        .join(Sweep, Task.sweep_id == Sweep.sweep_id)
-    )
+    query = select(func.count()).select_from(Trial).join(Task).join(Sweep)
     return int(session.scalar(query.where(Sweep.sweep_key == sweep_key)) or 0)
 
 

@@ -420,12 +420,9 @@ def claim_task(
     for _ in range(5):  # a claim that loses a race on PostgreSQL (all candidates locked) retries
         task_id = session.execute(claim).scalar_one_or_none()
         if task_id is not None:
-            task, sweep, name = session.execute(
-                select(Task, Sweep, Device.device_name)
-                .join(Sweep, Task.sweep_id == Sweep.sweep_id)
-                .join(Device, Sweep.device_id == Device.device_id)
-                .where(Task.task_id == task_id)
-            ).one()
+            task = session.get_one(Task, task_id, populate_existing=True)
+            sweep = session.get_one(Sweep, task.sweep_id)
+            name = session.get_one(Device, sweep.device_id).device_name
             return take(TaskInfo, task, **sweep_params(sweep, name))
         if session.scalar(candidates.limit(1)) is None:
             return None
