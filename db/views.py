@@ -589,11 +589,8 @@ def stored_trials(session: Session, *, sweep_key: str) -> int:
 def _device_names(session: Session, *tables: Any) -> list[str]:
     """The sorted device_name keys with a row in any of `tables` (each with a device_id)."""
     has_row = (select(t).where(t.device_id == Device.device_id).exists() for t in tables)
-    return list(
-        session.scalars(
-            select(Device.device_name).where(or_(*has_row)).order_by(Device.device_name)
-        )
-    )
+    query = select(Device.device_name).where(or_(*has_row)).order_by(Device.device_name)
+    return list(session.scalars(query))
 
 
 def list_device_names(session: Session) -> list[str]:

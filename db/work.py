@@ -25,7 +25,6 @@ from sqlalchemy import (
     Connection,
     CursorResult,
     Select,
-    Table,
     and_,
     bindparam,
     delete,
@@ -429,7 +428,7 @@ def claim_task(
     return None
 
 
-def _held(task_id: int, worker_id: str) -> Any:
+def _held(task_id: Any, worker_id: Any) -> Any:
     return and_(
         Task.task_id == task_id, Task.worker_id == worker_id, Task.state == TaskState.RUNNING
     )
@@ -524,13 +523,8 @@ def unfinished_tasks(
 
 # A trial's two statements, built once: building an ORM statement per trial cost more CPU
 # than the transaction itself.
-_HOLD = (
-    update(cast(Table, Task.__table__))
-    .where(Task.__table__.c.task_id == bindparam("held_task_id"))
-    .where(Task.__table__.c.worker_id == bindparam("held_worker_id"))
-    .where(Task.__table__.c.state == TaskState.RUNNING)
-    .values(_NOT_FLYING)
-)
+_HOLD = update(Task).where(_held(bindparam("held_task_id"), bindparam("held_worker_id")))
+_HOLD = _HOLD.values(_NOT_FLYING)
 _INSERT_TRIAL = {
     name: module.insert(Trial.__table__)
     .on_conflict_do_nothing(index_elements=["task_id", *CONFIG_KEYS])

@@ -13,7 +13,6 @@ from api.deps import KnownDevice, MergeQuery, SessionDep, SettingsDep
 from api.routes.releases import release_of
 from api.schemas import MAX_INT32, EngineName
 from tuner.files import mounts
-from tuner.files.device import StoreFiles
 from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS
 from tuner.files.pull import release_entry, render_pull_recipe
 
@@ -85,40 +84,33 @@ def read_mounts(
     """
     site_packages = query.site_packages or mounts.DEFAULT_SITE_PACKAGES[query.engine]
     try:
-        if not query.format.endswith("-pull"):
-            read = query.files(session, device_name, settings)
-            return mounts.render_mounts(_mount_request(device_name, query, read, site_packages))
-        return render_pull_recipe(
-            query.format,
-            server=str(query.server or request.base_url).rstrip("/"),
-            release=release_entry(release_of(session, device_name, query.release)),
-            engine=query.engine,
-            site_packages=mounts.check_site_packages(site_packages),
-            engine_version_=query.engine_version,
-            triton_version=query.triton_version,
-            triton_from="as asked",
+        if query.format.endswith("-pull"):
+            return render_pull_recipe(
+                query.format,
+                server=str(query.server or request.base_url).rstrip("/"),
+                release=release_entry(release_of(session, device_name, query.release)),
+                engine=query.engine,
+                site_packages=mounts.check_site_packages(site_packages),
+                engine_version_=query.engine_version,
+                triton_version=query.triton_version,
+                triton_from="as asked",
+            )
+        read = query.files(session, device_name, settings)
+        if not read.files.files:
+            stale = read.view.scope.stale_trials
+            hint = f"; {stale} ok trial(s) of another kernel or Triton left out (?allow_stale=true"
+            detail = f"{device_name} has no complete file to mount yet; ?partial=true mounts what"
+            raise HTTPException(404, f"{detail} there is" + (f"{hint} uses them)" if stale else ""))
+        return mounts.render_mounts(
+            mounts.store_request(
+                read,
+                (query.triton_version, "as asked"),
+                engine=query.engine,
+                host_dir=query.host_dir,
+                site_packages=site_packages,
+                fmt=query.format,
+                engine_version=query.engine_version,
+            )
         )
     except ValueError as exc:
         raise HTTPException(422, detail=str(exc)) from None
-
-
-def _mount_request(
-    device_name: str, query: MountQuery, read: StoreFiles, site_packages: str
-) -> mounts.MountRequest:
-    """The device's merged files to mount; 404 when there is none."""
-    if not read.files.files:
-        stale = read.view.scope.stale_trials
-        hint = f"; {stale} ok trial(s) of another kernel or Triton left out (?allow_stale=true"
-        detail = (
-            f"{device_name} has no complete file to mount yet; ?partial=true mounts what there is"
-        )
-        raise HTTPException(404, detail=detail + (f"{hint} uses them)" if stale else ""))
-    return mounts.store_request(
-        read,
-        (query.triton_version, "as asked"),
-        engine=query.engine,
-        host_dir=query.host_dir,
-        site_packages=site_packages,
-        fmt=query.format,
-        engine_version=query.engine_version,
-    )
