@@ -210,8 +210,7 @@ def _check_schema(store: Engine) -> None:
     head, name = head_revision(), masked(store.url)
     with store.connect() as connection:
         has_tables = bool(inspect(connection).get_table_names())
-    revision = current_revision(store) if has_tables else None
-    if has_tables and revision != head:
+    if has_tables and (revision := current_revision(store)) != head:
         raise SchemaError(
             f"store {name} is at schema revision {revision or 'none'}, "
             f"this tuner expects {head}: run `tuner db upgrade`"
