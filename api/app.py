@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 import tuner
 from api.deps import RequestGuard, StoreHandle
 from api.metrics import CountDownloads, Metrics
-from api.routes import devices, imports, index, mounts, releases, report, sweeps
+from api.routes import devices, index, mounts, releases, sweeps
 from api.settings import Settings
 from db.repo import SchemaError
 
@@ -48,7 +48,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings, app.state.store, app.state.metrics = settings, store, Metrics(store)
     app.add_middleware(RequestGuard, settings=settings)
     app.add_middleware(CountDownloads, metrics=app.state.metrics)  # outermost: every status
-    for module in (index, devices, releases, sweeps, imports, report, mounts):
+    for module in (index, devices, releases, sweeps, mounts):
         app.include_router(module.router)
     _add_error_handlers(app, settings)
     return app

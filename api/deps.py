@@ -11,6 +11,7 @@ from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Path, Query, Request
 from fastapi.security import HTTPBearer
+from pydantic import BaseModel, Field
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 from starlette.datastructures import Headers
@@ -21,6 +22,7 @@ from api.schemas import MAX_INT32, EngineName
 from api.settings import Settings
 from db import repo
 from tuner.core import DEVICE_ARG_PATTERN, OutDtype
+from tuner.files.device import MergeError, StoreFiles, device_files
 from tuner.inputs.devices import device_among
 
 
@@ -135,9 +137,6 @@ def device_in(device_name: str, known: list[str]) -> str:
 
 KnownDevice = Annotated[str, Depends(known_device)]
 OutDtypeQuery = Annotated[OutDtype | None, Query(description="Only trials of this output dtype.")]
-Partial = Annotated[
-    bool | None, Query(description="Also shapes with M left (TUNER_ALLOW_PARTIAL).")
-]
 AllowStale = Annotated[
     bool, Query(description="Also trials of another kernel or Triton (`current`).")
 ]
@@ -149,3 +148,30 @@ IfNoneMatch = Annotated[str | None, Header(description="Cached ETag(s); a match 
 ReleaseNumber = Annotated[
     int | None, Query(ge=1, le=MAX_INT32, description="A release number; default the latest.")
 ]
+
+
+class MergeQuery(BaseModel):
+    """The query of a route that merges a device's winners into files on the request."""
+
+    partial: bool | None = Field(None, description="Also shapes with M left (TUNER_ALLOW_PARTIAL).")
+    out_dtype: OutDtype | None = Field(None, description="Only trials of this output dtype.")
+    engine: EngineName = Field("vllm", description="Spell names as vLLM or SGLang (same configs).")
+    allow_stale: bool = Field(
+        False, description="Also trials of another kernel or Triton (`current`)."
+    )
+
+    def files(self, session: Session, device_name: str, settings: Settings) -> StoreFiles:
+        """The device's merged files (partial ones too when `partial`, else as the service is
+        set); 409 when the winners cannot be merged (e.g. two output dtypes)."""
+        scope = self.model_dump(include={"out_dtype", "allow_stale", "engine"})
+        try:
+            return device_files(
+                session, device_name, allow_partial=self.allows_partial(settings), **scope
+            )
+        except MergeError as exc:
+            hint = "" if self.out_dtype else "; pick one with ?out_dtype=bfloat16 or float16"
+            raise HTTPException(409, detail=f"{exc}{hint}") from None
+
+    def allows_partial(self, settings: Settings) -> bool:
+        """`partial`, or the service's TUNER_ALLOW_PARTIAL when not given."""
+        return settings.allow_partial if self.partial is None else self.partial

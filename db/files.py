@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -370,8 +370,7 @@ def find_released_file(
     """One read for a file download: `file_name` of release `number` (latest when None) of a
     device; None when there is no such release or file."""
     release = _releases(Release.release_id, Release.number, device_name=device_name, number=number)
-    release = release.limit(1)
-    found = release.subquery()
+    found = release.limit(1).subquery()
     row = session.execute(
         select(found.c.number, ReleaseFile.sha256)
         .join(ReleaseFile, ReleaseFile.release_id == found.c.release_id)
@@ -483,6 +482,6 @@ def list_comparisons(
         )
         points = tuple(take(PointRow, r, status=ComparisonStatus(r.status)) for r in rows)
         of_env = {"gpu_name": env.gpu_name, "kernel_source": env.kernel_source, "vllm": env.vllm}
-        info = take(ComparisonInfo, run, device_name=device_name, points=points, **of_env)
-        infos.append(replace(info, verdicts=tuple(run.verdicts)))
+        of_run = {"device_name": device_name, "points": points, "verdicts": tuple(run.verdicts)}
+        infos.append(take(ComparisonInfo, run, **of_run, **of_env))
     return infos

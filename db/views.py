@@ -146,17 +146,26 @@ def _firsts(session: Session, query: Select, partition: Sequence[Any], order: Se
     return session.execute(select(ranked).where(ranked.c.rank == 1)).mappings().all()
 
 
-def _winner(device_name: str, row: Any, **given: Any) -> WinnerRow:
-    """The WinnerRow of one result row of the trial or decision query."""
-    return take(
-        WinnerRow,
-        row,
-        device_name=device_name,
-        block_shape=block_shape_of(row["block_n"], row["block_k"]),
-        config=config_of(row),
-        is_default=bool(row["is_default"]),
-        **given,
-    )
+def _winners_of(
+    rows: Sequence[Any], scope: dict[str, Any], default_us: dict[int, float] | None = None
+) -> dict[tuple, WinnerRow]:
+    """The WinnerRow of each result row of the trial query (with the default latency of each
+    task, `default_us`) or of the decision query (None), by key."""
+    found = {}
+    for row in rows:
+        given: dict[str, Any] = {"decided": True}
+        if default_us is not None:
+            given = {"default_latency_us": default_us.get(row["task_id"])}
+        found[tuple(row[c.key] for c in KEY)] = take(
+            WinnerRow,
+            row,
+            device_name=scope["device_name"],
+            block_shape=block_shape_of(row["block_n"], row["block_k"]),
+            config=config_of(row),
+            is_default=bool(row["is_default"]),
+            **given,
+        )
+    return found
 
 
 def _trial_winners(session: Session, scope: dict[str, Any]) -> dict[tuple, WinnerRow]:
@@ -167,13 +176,7 @@ def _trial_winners(session: Session, scope: dict[str, Any]) -> dict[tuple, Winne
     best = _firsts(session, _measured(Trial, columns, scope), KEY, order)
     defaults_query = _measured(Trial, columns, scope).where(Trial.is_default.is_(True))
     defaults = _firsts(session, defaults_query, [Trial.task_id], order[1:])
-    default_us = {row["task_id"]: row["latency_us"] for row in defaults}
-    return {
-        tuple(row[c.key] for c in KEY): _winner(
-            scope["device_name"], row, default_latency_us=default_us.get(row["task_id"])
-        )
-        for row in best
-    }
+    return _winners_of(best, scope, {row["task_id"]: row["latency_us"] for row in defaults})
 
 
 def _decision_winners(session: Session, scope: dict[str, Any]) -> dict[tuple, WinnerRow]:
@@ -182,18 +185,12 @@ def _decision_winners(session: Session, scope: dict[str, Any]) -> dict[tuple, Wi
     columns = [Decision.task_id, Decision.environment_id, Task.sweep_id, *KEY]
     columns += [getattr(Decision, name) for name in CONFIG_KEYS]
     columns += [Decision.latency_us, Decision.default_latency_us, Decision.spread_us]
-    order = (Decision.created_at.desc(), Decision.decision_id.desc())
-    rank = func.row_number().over(partition_by=KEY, order_by=order).label("rank")
-    ranked = _measured(Decision, columns, scope).add_columns(rank).subquery("ranked")
-    kept = select(Retime).subquery("kept")
-    same = and_(
-        kept.c.task_id == ranked.c.task_id, *(kept.c[k] == ranked.c[k] for k in CONFIG_KEYS)
+    kept = [getattr(Retime, name) == getattr(Decision, name) for name in CONFIG_KEYS]
+    query = _measured(Decision, [*columns, Retime.is_default], scope).outerjoin(
+        Retime, and_(Retime.task_id == Decision.task_id, *kept)
     )
-    query = select(ranked, kept.c.is_default).outerjoin(kept, same).where(ranked.c.rank == 1)
-    return {
-        tuple(row[c.key] for c in KEY): _winner(scope["device_name"], row, decided=True)
-        for row in session.execute(query).mappings()
-    }
+    order = (Decision.created_at.desc(), Decision.decision_id.desc())
+    return _winners_of(_firsts(session, query, KEY, order), scope)
 
 
 def winners(
@@ -252,23 +249,23 @@ def _finished_trials(session: Session, scope: dict[str, Any]) -> Select:
     """Ok trials (N, K, M, config, latency) of finished, not failed tasks of a device's sweeps
     of one family, dimensions, block shape and dtype (`task_winners`' arguments, `scope`);
     tasks first finished, and trials stored, before `finished_before`."""
-    before = scope["finished_before"]
-    environments = matching_environments(session, scope["kernel_hash"], scope["triton_minor"])
+    before = scope.get("finished_before")
+    environments = matching_environments(
+        session, scope.get("kernel_hash"), scope.get("triton_minor")
+    )
     columns = [Task.N, Task.K, Task.M, *CONFIG, Trial.latency_us]
     block_n, block_k = block_columns(scope["block_shape"])
     query = _measured(Trial, columns, scope | {"environments": environments}).where(
         Task.finished_at.is_not(None),
         Task.state != TaskState.FAILED,
         Task.family == scope["family"],
-        Task.shape_params == scope["shape_params"],
+        Task.shape_params == scope.get("shape_params", ""),
         Sweep.block_n == block_n,
         Sweep.block_k == block_k,
     )
-    return (
-        query
-        if before is None
-        else query.where(Task.finished_at < before, Trial.created_at < before)
-    )
+    if before is not None:
+        query = query.where(Task.finished_at < before, Trial.created_at < before)
+    return query
 
 
 def task_winners(
@@ -302,28 +299,17 @@ def task_winners(
 
 
 def related_trials(
-    session: Session,
-    *,
-    device_name: str,
-    block_shape: tuple[int, int] | None,
-    out_dtype: str,
-    N: int,
-    K: int,
-    M: int,
-    kernel_hash: str | None = None,
-    triton_minor: str | None = None,
-    finished_before: datetime | None = None,
-    family: str,
-    shape_params: str = "",
+    session: Session, *, N: int, K: int, M: int, **scope: Any
 ) -> list[TaskWinnerRow]:
     """The ok trials of the finished tasks related to (N, K, M): the same (N, K) at another M,
-    another (N, K) at the same M; tasks and trials chosen as by `task_winners` (same
-    arguments). Sorted by (N, K, M, trial_id).
+    another (N, K) at the same M; tasks and trials chosen as by `task_winners` (`scope`: its
+    keyword arguments). Sorted by (N, K, M, trial_id).
 
     Raises:
         ValueError: triton_minor is not of the form "<major>.<minor>".
+        KeyError: `scope` lacks one of `task_winners`' arguments without a default.
     """
-    query = _finished_trials(session, locals()).where(
+    query = _finished_trials(session, scope).where(
         or_(
             and_(Task.N == N, Task.K == K, Task.M != M),
             and_(or_(Task.N != N, Task.K != K), Task.M == M),
@@ -549,30 +535,24 @@ def device_trials(
 ) -> list[DeviceTrialRow]:
     """Every trial of a device over its sweeps (of `out_dtype` unless None) by trial_id, e.g.
     to record a landscape file."""
-    query = select(Trial, Task, Sweep, Environment).join_from(
-        Trial, Task, Trial.task_id == Task.task_id
-    )
-    query = _on_device(query, device_name, out_dtype)
+    columns = [*Trial.__table__.c, Task.N, Task.K, Task.M, Sweep.space, Sweep.out_dtype]
+    columns += [Sweep.block_n, Sweep.block_k, *(getattr(Environment, k) for k in ENVIRONMENT_KEY)]
+    query = _on_device(select(*columns).join_from(Trial, Task), device_name, out_dtype)
     query = query.join(Environment, Trial.environment_id == Environment.environment_id)
-    environments: dict[int, dict[str, str]] = {}
-    rows = []
-    for trial, task, sweep, env in session.execute(query.order_by(Trial.trial_id)):
-        environment = environments.setdefault(
-            env.environment_id, {name: getattr(env, name) for name in ENVIRONMENT_KEY}
+    environments: dict[int, dict[str, str]] = {}  # one dict per environment
+    return [
+        take(
+            DeviceTrialRow,
+            row,
+            block_shape=block_shape_of(row["block_n"], row["block_k"]),
+            config=config_of(row),
+            status=TrialStatus(row["status"]),
+            environment=environments.setdefault(
+                row["environment_id"], {k: row[k] for k in ENVIRONMENT_KEY}
+            ),
         )
-        shape: dict[str, Any] = {
-            "N": task.N,
-            "K": task.K,
-            "M": task.M,
-            "space": sweep.space,
-            "block_shape": block_shape_of(sweep.block_n, sweep.block_k),
-            "out_dtype": sweep.out_dtype,
-            "status": TrialStatus(trial.status),
-        }
-        rows.append(
-            take(DeviceTrialRow, trial, config=config_of(trial), environment=environment, **shape)
-        )
-    return rows
+        for row in session.execute(query.order_by(Trial.trial_id)).mappings()
+    ]
 
 
 @dataclass(frozen=True)
@@ -592,36 +572,25 @@ def trial_times(session: Session, *, device_name: str) -> list[TrialTimeRow]:
     """Mean measuring seconds of every (family, N, K, M) a device has trials of, sorted; pruned
     trials (never launched) left out: the time estimate `tuner sweep` prints."""
     group = (Task.family, Task.N, Task.K, Task.M)
-    query = _on_device(
-        select(*group, func.count(Trial.trial_id), func.avg(Trial.measure_s)).join_from(
-            Trial, Task, Trial.task_id == Task.task_id
-        ),
-        device_name,
-    ).where(Trial.measure_s.is_not(None), Trial.status.not_in(_NOT_MEASURED))
-    return [
-        TrialTimeRow(family, n, k, m, count, float(mean))
-        for family, n, k, m, count, mean in session.execute(query.group_by(*group).order_by(*group))
-    ]
+    query = select(*group, func.count(), func.avg(Trial.measure_s)).join_from(Trial, Task)
+    query = _on_device(query, device_name).where(
+        Trial.measure_s.is_not(None), Trial.status.not_in(_NOT_MEASURED)
+    )
+    rows = session.execute(query.group_by(*group).order_by(*group))
+    return [TrialTimeRow(f, n, k, m, count, float(mean)) for f, n, k, m, count, mean in rows]
 
 
 def stored_trials(session: Session, *, sweep_key: str) -> int:
     """Trials already stored for the sweep with this key (0 when there is none)."""
-    query = (
-        select(func.count(Trial.trial_id))
-        .join_from(Trial, Task, Trial.task_id == Task.task_id)
-        .join(Sweep, Task.sweep_id == Sweep.sweep_id)
-    )
+    query = select(func.count()).select_from(Trial).join(Task).join(Sweep)
     return int(session.scalar(query.where(Sweep.sweep_key == sweep_key)) or 0)
 
 
 def _device_names(session: Session, *tables: Any) -> list[str]:
     """The sorted device_name keys with a row in any of `tables` (each with a device_id)."""
     has_row = (select(t).where(t.device_id == Device.device_id).exists() for t in tables)
-    return list(
-        session.scalars(
-            select(Device.device_name).where(or_(*has_row)).order_by(Device.device_name)
-        )
-    )
+    query = select(Device.device_name).where(or_(*has_row)).order_by(Device.device_name)
+    return list(session.scalars(query))
 
 
 def list_device_names(session: Session) -> list[str]:

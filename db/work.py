@@ -7,21 +7,24 @@ ON CONFLICT DO NOTHING`, `UPDATE ... RETURNING`), safe with several processes on
 file and on PostgreSQL. A sweep asked again with a larger trial budget is the same sweep,
 extended (`open_sweep`). A trial's record checks that its worker still holds the task, so a
 worker whose task was taken (lease expired, released) cannot store a trial another worker
-measures too. The tasks' `in_flight_*` columns are only ever cleared here.
+measures too. The tasks' `in_flight_*` columns are only ever cleared here. A task adopts the
+trials other sweeps stored of the same measurement (`adopt_measurements`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import (
     Connection,
-    Table,
+    CursorResult,
+    Select,
     and_,
     bindparam,
     delete,
@@ -61,9 +64,9 @@ _NOT_FLYING = {"in_flight_config": None, "in_flight_since": None}
 _PENDING = {"state": TaskState.PENDING, "worker_id": None, "lease_expires_at": None}
 
 
-def _returning(session: Session, statement: Any) -> int:
-    """Run an UPDATE, RETURNING the ids it touched; how many."""
-    returning = statement.returning(Task.task_id).execution_options(synchronize_session=False)
+def _returning(session: Session, statement: Any, column: Any = Task.task_id) -> int:
+    """Run an UPDATE, RETURNING the ids (`column`) it touched; how many."""
+    returning = statement.returning(column).execution_options(synchronize_session=False)
     return len(session.execute(returning).all())
 
 
@@ -210,13 +213,8 @@ def _validate(spec: SweepSpec) -> None:
 def sweep_params(sweep: Sweep, device_name: str) -> dict[str, Any]:
     """The `SweepParams` fields of a stored sweep on `device_name`."""
     block_shape = block_shape_of(sweep.block_n, sweep.block_k)
-    given = {
-        "device_name": device_name,
-        "m_values": tuple(sweep.m_values),
-        "block_shape": block_shape,
-    }
-    names = [f.name for f in fields(SweepParams) if f.name not in given]
-    return {name: getattr(sweep, name) for name in names} | given
+    given = {"device_name": device_name, "m_values": tuple(sweep.m_values)}
+    return vars(take(SweepParams, sweep, **given, block_shape=block_shape))
 
 
 def get_sweep(session: Session, *, sweep_id: int) -> SweepInfo | None:
@@ -286,14 +284,9 @@ def _extend(session: Session, sweep: Sweep, budget: int, key: str) -> int | None
     changed the sweep first. The sweep row is updated first: it stays locked until commit, so a
     worker finishing a task of it (`finish_task` with its budget) waits, then sees the new
     budget and hands the task back. finished_at is kept: warm starts read it."""
-    raised = session.execute(
-        update(Sweep)
-        .where(Sweep.sweep_id == sweep.sweep_id, Sweep.budget == sweep.budget)
-        .values(budget=int(budget), sweep_key=key)
-        .returning(Sweep.sweep_id)
-        .execution_options(synchronize_session=False)
-    ).all()
-    if not raised:
+    same = and_(Sweep.sweep_id == sweep.sweep_id, Sweep.budget == sweep.budget)
+    raise_budget = update(Sweep).where(same).values(budget=int(budget), sweep_key=key)
+    if not _returning(session, raise_budget, Sweep.sweep_id):
         return None
     done = and_(Task.sweep_id == sweep.sweep_id, Task.state == TaskState.DONE)
     reopened = _returning(session, update(Task).where(done).values(**_PENDING, error=None))
@@ -426,19 +419,16 @@ def claim_task(
     for _ in range(5):  # a claim that loses a race on PostgreSQL (all candidates locked) retries
         task_id = session.execute(claim).scalar_one_or_none()
         if task_id is not None:
-            task, sweep, name = session.execute(
-                select(Task, Sweep, Device.device_name)
-                .join(Sweep, Task.sweep_id == Sweep.sweep_id)
-                .join(Device, Sweep.device_id == Device.device_id)
-                .where(Task.task_id == task_id)
-            ).one()
+            task = session.get_one(Task, task_id, populate_existing=True)
+            sweep = session.get_one(Sweep, task.sweep_id)
+            name = session.get_one(Device, sweep.device_id).device_name
             return take(TaskInfo, task, **sweep_params(sweep, name))
         if session.scalar(candidates.limit(1)) is None:
             return None
     return None
 
 
-def _held(task_id: int, worker_id: str) -> Any:
+def _held(task_id: Any, worker_id: Any) -> Any:
     return and_(
         Task.task_id == task_id, Task.worker_id == worker_id, Task.state == TaskState.RUNNING
     )
@@ -533,13 +523,8 @@ def unfinished_tasks(
 
 # A trial's two statements, built once: building an ORM statement per trial cost more CPU
 # than the transaction itself.
-_HOLD = (
-    update(cast(Table, Task.__table__))
-    .where(Task.__table__.c.task_id == bindparam("held_task_id"))
-    .where(Task.__table__.c.worker_id == bindparam("held_worker_id"))
-    .where(Task.__table__.c.state == TaskState.RUNNING)
-    .values(_NOT_FLYING)
-)
+_HOLD = update(Task).where(_held(bindparam("held_task_id"), bindparam("held_worker_id")))
+_HOLD = _HOLD.values(_NOT_FLYING)
 _INSERT_TRIAL = {
     name: module.insert(Trial.__table__)
     .on_conflict_do_nothing(index_elements=["task_id", *CONFIG_KEYS])
@@ -651,3 +636,109 @@ def _row(item: Mapping[str, Any], task: dict[str, Any]) -> dict[str, Any]:
 def task_decision(session: Session, *, task_id: int) -> Decision | None:
     """The decision of a task with its `retimes` (by latency_us, then as recorded), or None."""
     return session.scalars(select(Decision).filter_by(task_id=task_id)).one_or_none()
+
+
+# --- measurements shared between sweeps ------------------------------------------------------
+# A measurement is made once: the trials any sweep stored of the same measurement (device,
+# kernel and its hash, the versions that time it, family, shape, M, block shape, output dtype
+# and config space) answer a task of another sweep, so an extended M grid, a larger budget or a
+# second model sharing a shape measures only what is new.
+
+# The environment's fields that make two trials one measurement (with its device): the
+# kernel's text and the software that compiles and times it.
+MEASUREMENT_FIELDS = ("kernel_hash", "torch", "triton", "tuner")
+_COPIED = (*CONFIG_KEYS, "environment_id", "is_default", "status", "latency_us", "p20_us")
+_COPIED += ("p80_us", "rel_error", "error", "measure_s", "created_at")
+
+
+def _same_measurement(
+    columns: Iterable[Any], environment: Mapping[str, str], **same: Any
+) -> Select:
+    """`columns` of the trials timed in an environment with the device and `MEASUREMENT_FIELDS`
+    of `environment`, of tasks with the `same` family and shape_params (Task's), block_n,
+    block_k, out_dtype and space (Sweep's)."""
+    tasks = {name: same.pop(name) for name in ("family", "shape_params")}
+    return (
+        select(*columns)
+        .join_from(Trial, Task, Trial.task_id == Task.task_id)
+        .join(Sweep, Task.sweep_id == Sweep.sweep_id)
+        .join(Environment, Trial.environment_id == Environment.environment_id)
+        .join(Device, Environment.device_id == Device.device_id)
+        .where(Device.device_name == environment["device_name"])
+        .where(*(getattr(Environment, name) == environment[name] for name in MEASUREMENT_FIELDS))
+        .where(*(getattr(Task, name) == value for name, value in tasks.items()))
+        .where(*(getattr(Sweep, name) == value for name, value in same.items()))
+    )
+
+
+def adopt_measurements(session: Session, *, task_id: int, environment_id: int) -> int:
+    """Copy into a task every trial another task stored of the same measurement (its family,
+    shape params, N, K, M, its sweep's block shape, output dtype and config space, timed in an
+    environment with the same device and `MEASUREMENT_FIELDS` as `environment_id`'s), each
+    config once and keeping its environment and time, so the task resumes from them as from
+    its own (`tuner.run.worker.TaskRun.resume`).
+
+    Returns:
+        The trials copied (configs the task had not stored).
+    """
+    task, env = session.get(Task, task_id), session.get(Environment, environment_id)
+    if task is None or env is None:
+        return 0
+    sweep, device = session.get_one(Sweep, task.sweep_id), session.get_one(Device, env.device_id)
+    environment = {name: getattr(env, name) for name in MEASUREMENT_FIELDS}
+    environment["device_name"] = device.device_name
+    own = aliased(Trial)
+    stored = select(own.trial_id).where(
+        own.task_id == task_id, *(getattr(own, k) == getattr(Trial, k) for k in CONFIG_KEYS)
+    )
+    source = _same_measurement(
+        [literal(task_id), *(getattr(Trial, name) for name in _COPIED)],
+        environment,
+        family=task.family,
+        shape_params=task.shape_params,
+        **{name: getattr(sweep, name) for name in ("block_n", "block_k", "out_dtype", "space")},
+    ).where(Task.task_id != task_id, Task.N == task.N, Task.K == task.K, Task.M == task.M)
+    inserted = session.execute(
+        dialect_insert(session, Trial)
+        .from_select(
+            ["task_id", *_COPIED], source.where(~stored.exists()).order_by(Trial.created_at)
+        )
+        .on_conflict_do_nothing(index_elements=["task_id", *CONFIG_KEYS])
+    )
+    return max(0, cast(CursorResult, inserted).rowcount or 0)
+
+
+def known_configs(
+    session: Session,
+    *,
+    environment: Mapping[str, str],
+    family: str,
+    shape_params: str,
+    block_shape: tuple[int, int] | None,
+    out_dtype: str,
+    space: str,
+    tasks: Iterable[tuple[int, int, int]],
+) -> dict[tuple[int, int, int], int]:
+    """Per (N, K, M): the distinct configs the store holds of that measurement, in any sweep
+    (`adopt_measurements`'s rule), for the plan's count of trials reused and still to run.
+
+    Args:
+        environment: device_name and `MEASUREMENT_FIELDS` of the environment trials would be
+            timed in.
+        family, shape_params, block_shape, out_dtype, space: the sweep's.
+        tasks: the (N, K, M) asked about.
+
+    Returns:
+        (N, K, M) -> distinct configs stored; absent for none.
+    """
+    wanted = list(tasks)
+    if not wanted:
+        return {}
+    block_n, block_k = block_columns(block_shape)
+    same = {"family": family, "shape_params": shape_params, "block_n": block_n}
+    same |= {"block_k": block_k, "out_dtype": out_dtype, "space": space}
+    columns = [Task.N, Task.K, Task.M, *(getattr(Trial, k) for k in CONFIG_KEYS)]
+    query = _same_measurement(columns, environment, **same).where(
+        or_(*(and_(Task.N == n, Task.K == k, Task.M == m) for n, k, m in wanted))
+    )
+    return dict(Counter(tuple(row[:3]) for row in session.execute(query.distinct())))

@@ -1,5 +1,7 @@
-"""Devices in the store: their coverage, `tuner compare` runs, and the preview of their merged
-vLLM config files (merged on each request; the release routes serve what was published)."""
+"""Devices in the store: their coverage, `tuner compare` runs, the preview of their merged
+vLLM config files (merged on each request; the release routes serve what was published), their
+imported config files (list them, or import one: token-protected) and their HTML report
+(latency and speedup over M per shape, gaps, versions)."""
 
 from __future__ import annotations
 
@@ -10,26 +12,31 @@ from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
+from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
+import tuner
 from api import deps, schemas
-from api.routes.imports import imported_file
+from api.report import render_report, report_shapes
 from db import repo
 from tuner.files.archive import build_zip
 from tuner.files.device import (
     HTTP_STALE_HINT,
     MergeError,
     StoreFiles,
-    device_files,
     imported_files_summary,
     read_device,
+    target_device,
 )
+from tuner.files.format import coverage_summary, m_coverage, parse_file_for_import
+from tuner.files.release import NothingToPublish, publish
 from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.family import KernelFamily
 from tuner.kernels.registry import family_of_file, get_family
 from tuner.kernels.shape import FamilyShape, Shape
 
-router = APIRouter(prefix="/devices", tags=["devices"])
+router = APIRouter(prefix="/devices")
+DEVICES: Any = {"tags": ["devices"]}  # the other routes here are of imports and the report
 
 
 def file_responses(media_type: str) -> dict[int | str, dict[str, Any]]:
@@ -77,37 +84,20 @@ def vllm_name(file_name: str, device_name: str, files: str) -> tuple[KernelFamil
     return family, shape, family.files.file_name(shape, device_name, "vllm")
 
 
-def store_files(session: Session, device_name: str, **scope: Any) -> StoreFiles:
-    """A device's merged files (tuner.files.device.device_files: out_dtype, allow_stale,
-    allow_partial, engine); 409 when the winners cannot be merged (e.g. two output dtypes)."""
-    try:
-        return device_files(session, device_name, **scope)
-    except MergeError as exc:
-        hint = "" if scope["out_dtype"] else "; pick one with ?out_dtype=bfloat16 or float16"
-        raise HTTPException(409, detail=f"{exc}{hint}") from None
+Merged = tuple[str, deps.MergeQuery, StoreFiles]  # the device, the query and its merge
 
 
-def preview(
+def merged(
     device_name: deps.KnownDevice,
+    query: Annotated[deps.MergeQuery, Query()],
     session: deps.SessionDep,
     settings: deps.SettingsDep,
-    partial: deps.Partial = None,
-    out_dtype: deps.OutDtypeQuery = None,
-    engine: deps.EngineParam = "vllm",
-    allow_stale: deps.AllowStale = False,
-) -> tuple[str, schemas.EngineName, bool, StoreFiles]:
-    """The merge the preview routes serve: device, engine, partial, the files."""
-    allow = settings.allow_partial if partial is None else partial
-    scope = {"out_dtype": out_dtype, "allow_stale": allow_stale, "engine": engine}
-    return (
-        device_name,
-        engine,
-        allow,
-        store_files(session, device_name, allow_partial=allow, **scope),
-    )
+) -> Merged:
+    """The device's files merged on this request."""
+    return device_name, query, query.files(session, device_name, settings)
 
 
-PreviewDep = Annotated[tuple[str, schemas.EngineName, bool, StoreFiles], Depends(preview)]
+PreviewDep = Annotated[Merged, Depends(merged)]
 
 
 def imported_only_note(device_name: str, imports: list[repo.ImportInfo], report: bool) -> str:
@@ -159,7 +149,7 @@ def _device(
     )
 
 
-@router.get("", response_model=list[schemas.Device])
+@router.get("", response_model=list[schemas.Device], **DEVICES)
 def list_devices(
     session: deps.SessionDep,
     out_dtype: deps.OutDtypeQuery = None,
@@ -180,7 +170,7 @@ def list_devices(
     ]
 
 
-@router.get("/{device_name}/comparisons", response_model=list[repo.ComparisonInfo])
+@router.get("/{device_name}/comparisons", response_model=list[repo.ComparisonInfo], **DEVICES)
 def list_comparisons(
     device_name: deps.KnownDevice,
     session: deps.SessionDep,
@@ -195,7 +185,7 @@ def list_comparisons(
     return repo.list_comparisons(session, device_name=device_name, limit=limit)
 
 
-@router.get("/{device_name}/preview/configs", response_model=schemas.DeviceConfigs)
+@router.get("/{device_name}/preview/configs", response_model=schemas.DeviceConfigs, **DEVICES)
 def preview_configs(merged: PreviewDep) -> schemas.DeviceConfigs:
     """What the next publish would contain, merged on this request.
 
@@ -204,7 +194,7 @@ def preview_configs(merged: PreviewDep) -> schemas.DeviceConfigs:
     only stale trials); SGLang names come with a note that SGLang's kernel differs. 404 for an
     unknown device, 409 if the winners cannot be merged.
     """
-    device_name, engine, _, read = merged
+    device_name, query, read = merged
     files = [
         schemas.ConfigFile(
             **asdict(f.merged),
@@ -218,6 +208,7 @@ def preview_configs(merged: PreviewDep) -> schemas.DeviceConfigs:
         schemas.SkippedShape(**asdict(s.key.shape), reason=s.reason, m_missing=s.m_missing)
         for s in read.explained(HTTP_STALE_HINT).skipped
     ]
+    engine = query.engine
     note = SGLANG_NOTE if engine == "sglang" else None
     return schemas.DeviceConfigs(
         device_name=device_name, files=files, skipped=skipped, engine=engine, engine_note=note
@@ -228,6 +219,7 @@ def preview_configs(merged: PreviewDep) -> schemas.DeviceConfigs:
     "/{device_name}/preview/configs.zip",
     response_class=Response,
     responses=file_responses("application/zip"),
+    **DEVICES,
 )
 def preview_zip(merged: PreviewDep, if_none_match: deps.IfNoneMatch = None) -> Response:
     """The device's merged files and a README.txt as one zip, merged on this request.
@@ -236,7 +228,8 @@ def preview_zip(merged: PreviewDep, if_none_match: deps.IfNoneMatch = None) -> R
     route serves what was published). 404 for an unknown device, 409 if the winners cannot be
     merged.
     """
-    name, engine, _, read = merged
+    name, query, read = merged
+    engine = query.engine
     archive = build_zip(
         name, read.files, engine=engine, compute_capability=read.view.compute_capability
     )
@@ -251,9 +244,13 @@ def preview_zip(merged: PreviewDep, if_none_match: deps.IfNoneMatch = None) -> R
     "/{device_name}/preview/configs/{file_name}",
     response_class=Response,
     responses=file_responses("application/json"),
+    **DEVICES,
 )
 def preview_file(
-    file_name: deps.FileName, merged: PreviewDep, if_none_match: deps.IfNoneMatch = None
+    file_name: deps.FileName,
+    merged: PreviewDep,
+    settings: deps.SettingsDep,
+    if_none_match: deps.IfNoneMatch = None,
 ) -> Response:
     """One merged file as the next publish would hold it, merged on this request.
 
@@ -262,7 +259,7 @@ def preview_file(
     another device, or a shape with no (complete) file (the detail lists the device's files);
     409 if the winners cannot be merged.
     """
-    device_name, _, partial, read = merged
+    device_name, query, read = merged
     names = ", ".join(f.file_name for f in read.files.files) or "(none)"
     family, _, name = vllm_name(file_name, device_name, names)
 
@@ -280,7 +277,131 @@ def preview_file(
             )
     for s in read.files.skipped:
         if named(s.key):
+            partial = query.allows_partial(settings)
             hint = "; ?partial=true serves what there is" if s.m_missing and not partial else ""
             hint += read.stale_reason(s, HTTP_STALE_HINT)
             raise HTTPException(404, detail=f"no file {name!r} yet: {s.reason}{hint}")
     raise HTTPException(404, detail=f"no file {name!r} for {device_name}; files: {names}")
+
+
+def imported_file(item: repo.ImportInfo, note: str | None = None) -> schemas.ImportedFile:
+    """An imported file as the API answers it, with its coverage of vLLM's M grid."""
+    keys = list(item.m_keys)
+    present, missing, extra = m_coverage(keys)
+    coverage = schemas.MCoverage(
+        grid_present=present, grid_missing=missing, extra=extra, summary=coverage_summary(keys)
+    )
+    return schemas.ImportedFile(
+        **asdict(item),
+        m_keys=keys,
+        m_left_out=sorted(item.cannot_launch),
+        coverage=coverage,
+        note=note,
+    )
+
+
+@router.get("/{device_name}/imports", response_model=list[schemas.ImportedFile], tags=["imports"])
+def list_imported(
+    device_name: deps.KnownDevice, session: deps.SessionDep
+) -> list[schemas.ImportedFile]:
+    """The files imported for a device, with each file's coverage of vLLM's M grid.
+
+    Sorted by (N, K, block_shape, label); empty for a device with sweeps and no imports. 404
+    naming the known devices, for a device with neither.
+    """
+    return [imported_file(item) for item in repo.list_imports(session, device_name=device_name)]
+
+
+@router.post(
+    "/{device_name}/imports",
+    response_model=schemas.ImportedFile,
+    status_code=201,
+    dependencies=[deps.WriteAccess],
+    tags=["imports"],
+    responses={
+        401: {"description": "Missing or wrong bearer token"},
+        403: {"description": "No TUNER_API_TOKEN"},
+    },
+)
+def import_file(
+    device_name: deps.DeviceName, body: schemas.ImportRequest, session: deps.SessionDep
+) -> schemas.ImportedFile:
+    """Keep an existing file's configs (e.g. one shipped with vLLM) as a labelled source.
+
+    Answers the stored import with its coverage of vLLM's 18 M values. The file is checked whole
+    before anything is stored, then the device's files are published as its next release (when
+    any shape is complete). Its entries fill M that have no measured winner when the device's
+    files are merged; they are never measured and never claimed to beat the default. Importing
+    the same label again replaces the entries. The service compiles nothing (it loads no
+    Triton), so its imports are stored without a launch check (`checked_arch` null); `tuner
+    import` compiles the entries for the device and leaves out those that cannot launch there.
+
+    The path names the device to store for: one in the store, or the file's own device. 401
+    without the token (403: the service has none); 422
+    for a bad name or body (one line naming the file), or a path device that is neither known
+    nor the file's.
+    """
+    try:
+        parsed = parse_file_for_import(body.file_name, body.content.encode("utf-8"))
+        named = parsed.device_name
+        target = target_device(device_name, named, repo.known_device_names(session))
+    except (ValueError, LookupError) as exc:  # the CLI refuses it too: a typo never makes a device
+        raise HTTPException(422, detail=str(exc)) from None
+    item = repo.record_import(
+        session,
+        device_name=target,
+        **parsed.store_fields,
+        label=body.label,
+        file_name=body.file_name,
+        sha256=parsed.sha256,
+        configs=parsed.configs,
+    )
+    try:  # as `tuner import` does: the device's files with this import are the next release
+        publish(session, target, reason="HTTP import")
+    except (NothingToPublish, MergeError):
+        pass  # nothing complete to publish yet; the import is kept all the same
+    return imported_file(
+        item, None if target == named else f"stored for {target}; the file is named for {named}"
+    )
+
+
+@router.get(
+    "/{device_name}/report",
+    response_class=HTMLResponse,
+    responses={404: {"description": "Unknown device"}},
+    tags=["report"],
+)
+def read_report(
+    device_name: deps.KnownDevice,
+    session: deps.SessionDep,
+    out_dtype: deps.OutDtypeQuery = None,
+    allow_stale: deps.AllowStale = False,
+) -> str:
+    """An HTML page on the device's tuning, per shape.
+
+    Winner and default latency over M (log scales), speedup over the default, achieved bandwidth
+    and throughput, the re-timing's spread and why a decided winner was kept, coverage gaps, the
+    imported files (label, M keys, entries left out by the launch check), and the environments;
+    inline SVG charts rendered on the server, no script. A device with imported files only shows
+    their entries, marked not measured.
+
+    Winners come from trials of the current kernel source and Triton major.minor only (as the
+    file routes serve them), unless allow_stale; the page says which, and how many ok trials of
+    other versions it left out. 404 for an unknown device.
+    """
+    view = read_device(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale)
+    comparisons = repo.list_comparisons(session, device_name=device_name, limit=1)
+    imports = repo.list_imports(session, device_name=device_name)
+    swept = device_name in repo.list_device_names(session)
+    return render_report(
+        device_name,
+        report_shapes(session, view),
+        [asdict(e) for e in view.environments],
+        version=tuner.__version__,
+        out_dtype=out_dtype,
+        scope=view.scope,
+        compute_capability=view.compute_capability,
+        comparison=comparisons[0] if comparisons else None,
+        imports=imports,
+        imported_only=None if swept else imported_only_note(device_name, imports, report=True),
+    )

@@ -7,14 +7,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import PlainTextResponse
-from pydantic import AnyHttpUrl, BaseModel, Field
-from sqlalchemy.orm import Session
+from pydantic import AnyHttpUrl, Field
 
-from api.deps import KnownDevice, SessionDep, SettingsDep
-from api.routes.devices import store_files
+from api.deps import KnownDevice, MergeQuery, SessionDep, SettingsDep
 from api.routes.releases import release_of
 from api.schemas import MAX_INT32, EngineName
-from tuner.core import OutDtype
 from tuner.files import mounts
 from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS
 from tuner.files.pull import release_entry, render_pull_recipe
@@ -22,7 +19,7 @@ from tuner.files.pull import release_entry, render_pull_recipe
 router = APIRouter(prefix="/devices", tags=["mounts"])
 
 
-class MountQuery(BaseModel):
+class MountQuery(MergeQuery):
     """The query of GET /devices/{d}/mounts, as `tuner mounts` takes its options."""
 
     format: mounts.MountFormat = Field(
@@ -41,11 +38,6 @@ class MountQuery(BaseModel):
         max_length=512,
         description="Host folder holding the exported files.",
     )
-    partial: bool | None = Field(
-        None, description="Also mount partial files (default: TUNER_ALLOW_PARTIAL)."
-    )
-    out_dtype: OutDtype | None = Field(None, description="Only trials of this output dtype.")
-    allow_stale: bool = Field(False, description="Also trials of another kernel or Triton.")
     engine_version: str | None = Field(
         None,
         max_length=64,
@@ -92,44 +84,33 @@ def read_mounts(
     """
     site_packages = query.site_packages or mounts.DEFAULT_SITE_PACKAGES[query.engine]
     try:
-        if not query.format.endswith("-pull"):
-            partial = settings.allow_partial if query.partial is None else query.partial
-            return mounts.render_mounts(
-                _mount_request(session, device_name, query, partial, site_packages)
+        if query.format.endswith("-pull"):
+            return render_pull_recipe(
+                query.format,
+                server=str(query.server or request.base_url).rstrip("/"),
+                release=release_entry(release_of(session, device_name, query.release)),
+                engine=query.engine,
+                site_packages=mounts.check_site_packages(site_packages),
+                engine_version_=query.engine_version,
+                triton_version=query.triton_version,
+                triton_from="as asked",
             )
-        return render_pull_recipe(
-            query.format,
-            server=str(query.server or request.base_url).rstrip("/"),
-            release=release_entry(release_of(session, device_name, query.release)),
-            engine=query.engine,
-            site_packages=mounts.check_site_packages(site_packages),
-            engine_version_=query.engine_version,
-            triton_version=query.triton_version,
-            triton_from="as asked",
+        read = query.files(session, device_name, settings)
+        if not read.files.files:
+            stale = read.view.scope.stale_trials
+            hint = f"; {stale} ok trial(s) of another kernel or Triton left out (?allow_stale=true"
+            detail = f"{device_name} has no complete file to mount yet; ?partial=true mounts what"
+            raise HTTPException(404, f"{detail} there is" + (f"{hint} uses them)" if stale else ""))
+        return mounts.render_mounts(
+            mounts.store_request(
+                read,
+                (query.triton_version, "as asked"),
+                engine=query.engine,
+                host_dir=query.host_dir,
+                site_packages=site_packages,
+                fmt=query.format,
+                engine_version=query.engine_version,
+            )
         )
     except ValueError as exc:
         raise HTTPException(422, detail=str(exc)) from None
-
-
-def _mount_request(
-    session: Session, device_name: str, query: MountQuery, partial: bool, site_packages: str
-) -> mounts.MountRequest:
-    """The device's merged files to mount; 404 when there is none."""
-    scope = {"out_dtype": query.out_dtype, "allow_stale": query.allow_stale, "engine": query.engine}
-    read = store_files(session, device_name, allow_partial=partial, **scope)
-    if not read.files.files:
-        stale = read.view.scope.stale_trials
-        hint = f"; {stale} ok trial(s) of another kernel or Triton left out (?allow_stale=true"
-        detail = (
-            f"{device_name} has no complete file to mount yet; ?partial=true mounts what there is"
-        )
-        raise HTTPException(404, detail=detail + (f"{hint} uses them)" if stale else ""))
-    return mounts.store_request(
-        read,
-        (query.triton_version, "as asked"),
-        engine=query.engine,
-        host_dir=query.host_dir,
-        site_packages=site_packages,
-        fmt=query.format,
-        engine_version=query.engine_version,
-    )

@@ -66,10 +66,7 @@ def create_sweep(body: schemas.SweepCreate, session: SessionDep, response: Respo
         shapes=shapes.pairs(),
         block_shape=shapes.block_shape,
         m_values=tuple(sorted(set(body.m_values))),
-        strategy=body.strategy,
-        trials=body.trials,
-        seed=body.seed,
-        out_dtype=body.out_dtype,
+        **body.model_dump(include={"strategy", "trials", "seed", "out_dtype"}),
     )
     try:
         info, created = repo.create_sweep(session, request.sweep_spec())
