@@ -251,12 +251,12 @@ class WorkerCompiler:
         )
 
     def closed(self, gate: CompileGate, shared) -> None:
-        """Close a task's gate and add its compile and wait seconds to the shared counters;
+        """Close a task's gate and add its compile and wait seconds to `shared` (the worker's
+        `WorkerShared`);
         replace the pool when it lost a process."""
         gate.close()
-        if shared is not None:
-            shared.compile_s.value += gate.compile_s
-            shared.compile_wait_s.value += gate.wait_s
+        shared.compile_s.value += gate.compile_s
+        shared.compile_wait_s.value += gate.wait_s
         if gate.broken:
             self.pool.shutdown(wait=False, cancel_futures=True)
             self.pool = compile_pool(self.workers)

@@ -1,6 +1,7 @@
 """The compile gate when its pool fails: a dead compile process or a shutdown never hangs a wait,
 rejects a config or poisons the cache; the worker replaces a broken pool. Fake pools, no Triton."""
 
+import multiprocessing as mp
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
@@ -16,6 +17,7 @@ from tuner.measure.compile import CompileCache, CompileInfo
 from tuner.measure.runner import Problem
 from tuner.run import compile_gate
 from tuner.run.compile_gate import CompileGate, WorkerCompiler
+from tuner.run.worker import WorkerShared
 
 PROBLEM = Problem(33, 512, 256, (128, 128), "float16")
 CONFIGS = [
@@ -124,12 +126,12 @@ def test_the_worker_replaces_a_broken_pool_after_the_task(tmp_path, monkeypatch)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
     compiler = WorkerCompiler.for_this_gpu(2)
     assert compiler.arch == 90 and compiler.pool is pools[0]
-    gate = compiler.gate(PROBLEM, vllm_space(), CONFIGS[:1])
-    compiler.closed(gate, None)
+    gate, shared = compiler.gate(PROBLEM, vllm_space(), CONFIGS[:1]), WorkerShared(mp)
+    compiler.closed(gate, shared)
     assert compiler.pool is pools[0] and len(pools) == 1  # a healthy pool is kept
     gate = compiler.gate(PROBLEM, vllm_space(), CONFIGS[:1])
     pools[0].die()
-    compiler.closed(gate, None)
+    compiler.closed(gate, shared)
     assert pools[0].shut_down and compiler.pool is pools[1]  # the next task gets a new one
 
 
