@@ -11,6 +11,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from functools import partial
+from typing import Any
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.gpus import MAX_SHARED_BYTES
@@ -73,6 +74,10 @@ class CompileGate:
         self.space, self.ahead = list(space), ahead
         self.specialization = get_family(problem.family).specialization(problem.shape, problem.M)
         self.cache = cache or CompileCache(family=problem.family)
+        # The launch's key in the cache, and what its compile jobs take besides the config.
+        self.where: dict[str, Any] = {"arch": arch, "specialization": self.specialization}
+        self.where["out_dtype"] = problem.out_dtype
+        self.launch = (problem.shape, problem.M, problem.out_dtype, problem.family)
         # Re-entrant: a future that is already done runs its callback in the submitting thread.
         self.lock = threading.RLock()
         self.queue: dict[KernelConfig, None] = {}  # ordered set, front first
@@ -126,12 +131,7 @@ class CompileGate:
 
     def _look_up(self, configs: Iterable[KernelConfig]) -> None:
         fresh = [c for c in configs if c not in self.known and c not in self.answers]
-        self.known |= self.cache.get_many(
-            fresh,
-            arch=self.arch,
-            out_dtype=self.problem.out_dtype,
-            specialization=self.specialization,
-        )
+        self.known |= self.cache.get_many(fresh, **self.where)
 
     def _fill(self) -> None:
         """Move queued configs into the pool while it has free slots (lock held)."""
@@ -144,24 +144,14 @@ class CompileGate:
         """A config the pool did not compile (lock held): its cached info (only the binary is
         missing, which the launch compiles), else one with no numbers and no error, which
         `launch_problem` lets launch; nothing is cached."""
-        problem = self.problem
         blank = CompileInfo(
-            self.arch, config, self.specialization, problem.out_dtype, None, None, None, 0.0
+            self.arch, config, self.specialization, self.problem.out_dtype, None, None, None, 0.0
         )
         self.answers[config].set_result(self.known.get(config) or blank)
 
     def _dispatch(self, config: KernelConfig) -> None:
         """Send one compile to the pool (lock held); answer it at once if the pool is broken."""
-        problem = self.problem
-        job = CompileJob(
-            config,
-            self.arch,
-            problem.shape,
-            problem.M,
-            problem.out_dtype,
-            problem.family,
-            need_info=config not in self.known,
-        )
+        job = CompileJob(config, self.arch, *self.launch, need_info=config not in self.known)
         self.answers[config] = Future()
         try:
             future = None if self.broken else self.pool.submit(compile_job, job)
