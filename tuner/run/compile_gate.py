@@ -4,13 +4,11 @@ in a process pool the worker's tasks share."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
-from functools import partial
 from typing import Any
 
 from tuner.kernels.config import KernelConfig
@@ -38,7 +36,9 @@ class CompileGate:
     computes for the same launch (`tuner.kernels.target` records the host code's launch and lets
     Triton's own launcher specialize it), so the first launch loads instead of compiling.
     Submitted configs wait in a queue, at most `slots` in the pool at once; `before` on a queued
-    config moves it to the front. CompileInfo goes to the on-disk cache.
+    config sends it to the pool ahead of the queue. CompileInfo goes to the on-disk cache. The
+    gate runs in the measuring thread only: finished compiles are taken in, and the pool's free
+    slots filled, whenever it is asked something (and while `before` waits).
 
     A pool whose process died (`BrokenProcessPool`) fails every compile it held and takes no
     more (`broken`; the worker replaces it after the task). Such configs, and those cancelled
@@ -78,14 +78,11 @@ class CompileGate:
         self.where: dict[str, Any] = {"arch": arch, "specialization": self.specialization}
         self.where["out_dtype"] = problem.out_dtype
         self.launch = (problem.shape, problem.M, problem.out_dtype, problem.family)
-        # Re-entrant: a future that is already done runs its callback in the submitting thread.
-        self.lock = threading.RLock()
         self.queue: dict[KernelConfig, None] = {}  # ordered set, front first
-        # Each config sent to the pool (or answered without it), and its answer when it comes.
-        self.answers: dict[KernelConfig, Future[CompileInfo]] = {}
+        self.in_pool: dict[KernelConfig, Future[CompileInfo]] = {}
+        self.infos: dict[KernelConfig, CompileInfo] = {}  # the answers, compiled or not
         self.known: dict[KernelConfig, CompileInfo] = {}  # from the on-disk cache
         self.dispatched: list[KernelConfig] = []  # order configs entered the pool
-        self.in_pool = 0
         self.compile_s = self.wait_s = 0.0
         self.broken = False  # the pool lost a process; nothing more is sent to it
         self.best: float | None = None
@@ -94,11 +91,11 @@ class CompileGate:
     def submit(self, configs: Iterable[KernelConfig]) -> None:
         """Queue configs for compiling behind those queued before (ones queued, compiling or
         done already are skipped)."""
-        configs = [c for c in dict.fromkeys(configs) if c not in self.answers]
-        self._look_up(configs)
-        with self.lock:
-            self.queue.update(dict.fromkeys(c for c in configs if c not in self.answers))
-            self._fill()
+        seen = self.queue.keys() | self.in_pool.keys() | self.infos.keys()
+        fresh = [c for c in dict.fromkeys(configs) if c not in seen]
+        self.known |= self.cache.get_many(fresh, **self.where)
+        self.queue |= dict.fromkeys(fresh)
+        self._pump()
 
     def before(self, config: KernelConfig) -> TrialResult | None:
         """Compile (or wait for) a config, ahead of the queue if needed.
@@ -108,15 +105,17 @@ class CompileGate:
             or None when the config may be launched (its binary is in Triton's cache).
         """
         start = time.perf_counter()
-        with self.lock:
-            if config not in self.answers:
-                self.queue.pop(config, None)
-                self._look_up([config])
-                self._dispatch(config)
-            answer = self.answers[config]
-        info = answer.result()
+        self._pump()
+        if config not in self.infos and config not in self.in_pool:
+            self.queue.pop(config, None)
+            if config not in self.known:
+                self.known |= self.cache.get_many([config], **self.where)
+            self._dispatch(config)
+        while config not in self.infos:
+            wait(self.in_pool.values(), return_when=FIRST_COMPLETED)
+            self._pump()
         self.wait_s += time.perf_counter() - start
-        return launch_problem(info)
+        return launch_problem(self.infos[config])
 
     def after(self, config: KernelConfig, result: TrialResult) -> None:
         """Queue the neighbours of a new incumbent for compiling while the GPU measures."""
@@ -125,67 +124,58 @@ class CompileGate:
             self.submit(likely_next(config, self.space)[: self.ahead])
 
     def close(self) -> None:
-        """Drop the queue (what is in the pool finishes; the pool is the worker's)."""
-        with self.lock:
-            self.queue.clear()
+        """Drop the queue and take in the finished compiles (a pool that lost a process shows
+        as `broken`); those still in the pool finish there, their binaries in Triton's cache."""
+        self.queue.clear()
+        self._pump()
 
-    def _look_up(self, configs: Iterable[KernelConfig]) -> None:
-        fresh = [c for c in configs if c not in self.known and c not in self.answers]
-        self.known |= self.cache.get_many(fresh, **self.where)
-
-    def _fill(self) -> None:
-        """Move queued configs into the pool while it has free slots (lock held)."""
-        while self.queue and self.in_pool < self.slots:
+    def _pump(self) -> None:
+        """Take in the finished compiles, then fill the pool's free slots from the queue."""
+        for config in [c for c, future in self.in_pool.items() if future.done()]:
+            self._take(config, self.in_pool.pop(config))
+        while self.queue and len(self.in_pool) < self.slots:
             config = next(iter(self.queue))
             del self.queue[config]
             self._dispatch(config)
 
+    def _dispatch(self, config: KernelConfig) -> None:
+        """Send one compile to the pool; answer it at once if the pool is broken."""
+        job = CompileJob(config, self.arch, *self.launch, need_info=config not in self.known)
+        try:
+            if not self.broken:
+                self.in_pool[config] = self.pool.submit(compile_job, job)
+                self.dispatched.append(config)
+                return
+        except RuntimeError:  # BrokenProcessPool, or a pool already shut down
+            self.broken = True
+        self._answer_without_compile(config)
+
     def _answer_without_compile(self, config: KernelConfig) -> None:
-        """A config the pool did not compile (lock held): its cached info (only the binary is
-        missing, which the launch compiles), else one with no numbers and no error, which
+        """A config the pool did not compile: its cached info (only the binary is missing,
+        which the launch compiles), else one with no numbers and no error, which
         `launch_problem` lets launch; nothing is cached."""
         blank = CompileInfo(
             self.arch, config, self.specialization, self.problem.out_dtype, None, None, None, 0.0
         )
-        self.answers[config].set_result(self.known.get(config) or blank)
+        self.infos[config] = self.known.get(config) or blank
 
-    def _dispatch(self, config: KernelConfig) -> None:
-        """Send one compile to the pool (lock held); answer it at once if the pool is broken."""
-        job = CompileJob(config, self.arch, *self.launch, need_info=config not in self.known)
-        self.answers[config] = Future()
-        try:
-            future = None if self.broken else self.pool.submit(compile_job, job)
-        except RuntimeError:  # BrokenProcessPool, or a pool already shut down
-            self.broken, future = True, None
-        if future is None:
-            self._answer_without_compile(config)
-            return
-        self.dispatched.append(config)
-        self.in_pool += 1
-        future.add_done_callback(partial(self._compiled, config))
-
-    def _compiled(self, config: KernelConfig, future: Future[CompileInfo]) -> None:
-        """Pool callback: keep the result, cache new info, refill the pool."""
+    def _take(self, config: KernelConfig, future: Future[CompileInfo]) -> None:
+        """Keep a finished compile's info and cache new info; a failed future is the pool's
+        failure, not the config's: nothing is cached, or the config would be rejected in
+        every later task."""
         try:
             info = future.result()
-        except Exception as exc:  # noqa: BLE001 - the pool's failure, not the config's
-            # Cache nothing, or the config would be rejected in every later task.
-            with self.lock:
-                self.in_pool -= 1
-                self.broken = self.broken or isinstance(exc, BrokenProcessPool)
-                self._answer_without_compile(config)
-                self._fill()
+        except Exception as exc:  # noqa: BLE001 - a dead process, or a compile cancelled
+            self.broken = self.broken or isinstance(exc, BrokenProcessPool)
+            self._answer_without_compile(config)
             return
         known = self.known.get(config)
         if known is not None and info.error is None and info.n_regs is None:
             info = replace(known, compile_s=info.compile_s)
         elif info.error is None or known is None:
-            self.cache.put(info)  # a SQLite write: outside the lock the measuring thread takes
-        with self.lock:
-            self.in_pool -= 1
-            self.compile_s += info.compile_s
-            self.answers[config].set_result(info)
-            self._fill()
+            self.cache.put(info)
+        self.compile_s += info.compile_s
+        self.infos[config] = info
 
 
 def likely_next(incumbent: KernelConfig, space: Sequence[KernelConfig]) -> list[KernelConfig]:
@@ -242,8 +232,7 @@ class WorkerCompiler:
 
     def closed(self, gate: CompileGate, shared) -> None:
         """Close a task's gate and add its compile and wait seconds to `shared` (the worker's
-        `WorkerShared`);
-        replace the pool when it lost a process."""
+        `WorkerShared`); replace the pool when it lost a process."""
         gate.close()
         shared.compile_s.value += gate.compile_s
         shared.compile_wait_s.value += gate.wait_s

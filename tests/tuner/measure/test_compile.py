@@ -147,15 +147,15 @@ def test_the_gate_compiles_ahead_waits_first_and_rejects_before_launch(tmp_path,
     ahead = [c for c in likely_next(s0, space)[:3] if c not in SMALL_CONFIGS]
     assert len(ahead) == 1  # two of s0's three nearest were compiled already
     assert gate.dispatched == [s0, s1, s3, s2, MID, *ahead]
-    infos = [gate.answers[c].result() for c in [*SMALL_CONFIGS, *ahead]]
+    assert [gate.before(c) for c in [s0, s1, s2, *ahead]] == [None] * 4
+    infos = [gate.infos[c] for c in [*SMALL_CONFIGS, *ahead]]
     assert infos[0].specialization.startswith("M=any,")
     assert all(i.error is None and i.shared_bytes > 0 and i.n_regs > 0 for i in infos)
     assert gate.compile_s > 0 and gate.wait_s > 0
-    gate.close()
     again = CompileGate(pool[0], **task, first=SMALL_CONFIGS[:2])
     assert again.known.keys() == set(SMALL_CONFIGS[:2])  # from the on-disk cache
     assert [again.before(c) for c in SMALL_CONFIGS[:2]] == [None, None]
-    got = [again.answers[c].result() for c in SMALL_CONFIGS[:2]]
+    got = [again.infos[c] for c in SMALL_CONFIGS[:2]]
     assert [(i.shared_bytes, i.n_regs) for i in got] == [
         (i.shared_bytes, i.n_regs) for i in infos[:2]
     ]

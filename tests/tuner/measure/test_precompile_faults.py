@@ -79,10 +79,10 @@ def test_a_dead_compile_process_answers_every_wait_without_rejecting(tmp_path):
     gate = make_gate(pool, cache, CONFIGS)  # 2 slots: configs 0 and 1 go to the pool, 2 and 3 wait
     assert pool.jobs == CONFIGS[:2]
     pool.die()
-    assert gate.broken
     results = [gate.before(config) for config in CONFIGS]  # returns at once, nothing hangs
+    assert gate.broken
     # the cached numbers for the config the cache knows, a blank for the others
-    infos = [gate.answers[config].result() for config in CONFIGS]
+    infos = [gate.infos[config] for config in CONFIGS]
     assert infos == [*map(unknown, CONFIGS[:3]), too_big]
     assert results[:3] == [None] * 3  # launched, not rejected
     assert results[3].status is TrialStatus.OUT_OF_RESOURCES
@@ -99,7 +99,7 @@ def test_a_cancelled_compile_is_not_cached_as_a_compile_error(tmp_path):
     gate = make_gate(pool, cache, CONFIGS[:1])
     pool.futures[0].cancel()  # what shutdown(cancel_futures=True) does to a queued compile
     assert gate.before(CONFIGS[0]) is None
-    assert gate.answers[CONFIGS[0]].result() == unknown(CONFIGS[0])
+    assert gate.infos[CONFIGS[0]] == unknown(CONFIGS[0])
     assert not gate.broken
     got = cache.get_many(CONFIGS, arch=90, specialization=gate.specialization, out_dtype="float16")
     assert got == {}
