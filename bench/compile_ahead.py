@@ -27,8 +27,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
-from tuner.measure.compile import CompileCache, Precompiler, compile_pool  # noqa: E402
+from tuner.measure.compile import CompileCache, compile_pool  # noqa: E402
 from tuner.measure.landscape import load_landscape  # noqa: E402
+from tuner.measure.runner import Problem  # noqa: E402
 from tuner.run.compile_gate import CompileGate  # noqa: E402
 from tuner.search.registry import get_strategy  # noqa: E402
 
@@ -60,18 +61,16 @@ def run_task(first_mode: str, workers: int, measure_s: float) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         os.environ["TRITON_CACHE_DIR"] = str(Path(folder) / "triton")  # inherited by the pool
         pool = compile_pool(workers)
-        precompiler = Precompiler(
+        problem = Problem(M, N, K, landscape.block_shape, landscape.out_dtype)
+        gate = CompileGate(
+            pool,
+            slots=2 * workers,
             arch=ARCH,
-            M=M,
-            N=N,
-            K=K,
-            block_shape=landscape.block_shape,
-            out_dtype=landscape.out_dtype,
-            pool=pool,
-            workers=workers,
+            problem=problem,
+            space=space,
+            first=first,
             cache=CompileCache(Path(folder) / "compile"),
         )
-        gate = CompileGate(precompiler, space, first)
         launched = pruned = 0
 
         def evaluate(config):
@@ -89,7 +88,7 @@ def run_task(first_mode: str, workers: int, measure_s: float) -> dict:
         start = time.perf_counter()
         history = strategy.search(evaluate, space=space, budget=BUDGET, seed=SEED, warm_start=warm)
         wall_s = time.perf_counter() - start
-        stats = gate.close()
+        gate.close()
         pool.shutdown(wait=True, cancel_futures=True)
     return {
         "first": first_mode,
@@ -97,9 +96,9 @@ def run_task(first_mode: str, workers: int, measure_s: float) -> dict:
         "trials": len(history),
         "launched": launched,
         "pruned": pruned,
-        "compiled": stats.compiled,
-        "compile_s": round(stats.compile_s, 2),
-        "wait_s": round(stats.wait_s, 2),
+        "compiled": len(gate.dispatched),
+        "compile_s": round(gate.compile_s, 2),
+        "wait_s": round(gate.wait_s, 2),
         "measure_s": round(launched * measure_s, 2),
         "wall_s": round(wall_s, 2),
     }

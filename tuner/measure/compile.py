@@ -17,10 +17,8 @@ import threading
 import time
 import warnings
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import asdict, dataclass, replace
-from functools import partial
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -28,7 +26,7 @@ from tuner.core import OUT_DTYPES, TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.gpus import MAX_SHARED_BYTES
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
-from tuner.kernels.shape import Shape, as_block_shape
+from tuner.kernels.shape import Shape
 from tuner.measure.trial import TrialResult
 
 # torch and triton are imported only inside the compile pool's processes, after TRITON_INTERPRET
@@ -275,15 +273,12 @@ def compile_job(job: CompileJob) -> CompileInfo:
     )
 
 
-def _pool_size(workers: int | None) -> int:
-    return workers or max(1, (os.cpu_count() or 2) - 1)
-
-
 def compile_pool(workers: int | None = None) -> ProcessPoolExecutor:
     """Spawned processes (default: the CPU count minus one) that compile with Triton's compiler,
     never its interpreter (`_child_init` clears TRITON_INTERPRET before Triton is imported)."""
+    processes = workers or max(1, (os.cpu_count() or 2) - 1)
     context = mp.get_context("spawn")
-    return ProcessPoolExecutor(_pool_size(workers), mp_context=context, initializer=_child_init)
+    return ProcessPoolExecutor(processes, mp_context=context, initializer=_child_init)
 
 
 def compile_infos(
@@ -328,200 +323,3 @@ def compile_infos(
             if executor is not pool:
                 executor.shutdown(cancel_futures=True)
     return infos
-
-
-@dataclass(frozen=True)
-class PrecompileStats:
-    """What a Precompiler did: configs `compiled` in the pool, those whose info came from the
-    on-disk `cached`, the pool's `compile_s` (overlapped with measuring) and the seconds the
-    caller blocked in `wait` (`wait_s`: compile time measuring did not hide)."""
-
-    compiled: int
-    cached: int
-    compile_s: float
-    wait_s: float
-
-
-class Precompiler:
-    """Compiles configs of one (arch, M, N, K) specialization in a process pool ahead of use.
-
-    Each compile writes the binary to Triton's cache under the key the measuring process's JIT
-    computes for the same launch (`tuner.kernels.target` records the host code's launch and lets
-    Triton's own launcher specialize it), so the first launch loads instead of compiling. Submitted
-    configs wait in a queue, at most 2 x pool processes in the pool at once; `wait` on a queued
-    config moves it to the front. CompileInfo goes to the on-disk cache.
-
-    A pool whose process died (`BrokenProcessPool`) fails every compile it held and takes no
-    more (`broken`; the owner of a shared pool replaces it). Such configs, and those cancelled by
-    a shutdown, are answered from the on-disk cache, else with a CompileInfo that rejects nothing
-    (`unknown_info`), and nothing is cached: the config is launched, Triton compiles it in the
-    measuring process, and a config that crashes the compiler is recorded as crashed there.
-
-    Args:
-        arch: compute capability as an int; M, N, K, block_shape, params: the launch.
-        out_dtype: "bfloat16" or "float16".
-        pool: a `compile_pool` to share between tasks; one is made (and shut by `close`) if None.
-        workers: processes of the pool (made here, or the size of `pool`).
-        cache: the on-disk cache; default `CompileCache(family=family)`.
-        family: the kernel family (`tuner.kernels.registry`).
-    """
-
-    def __init__(
-        self,
-        *,
-        arch: int,
-        M: int,
-        N: int,
-        K: int,
-        block_shape: tuple[int, int] | None,
-        out_dtype: str,
-        pool: ProcessPoolExecutor | None = None,
-        workers: int | None = None,
-        cache: CompileCache | None = None,
-        family: str = DEFAULT_FAMILY,
-        params: tuple[tuple[str, int], ...] = (),
-    ) -> None:
-        self.arch, self.M, self.out_dtype, self.family = arch, M, out_dtype, family
-        self.shape = Shape(N, K, as_block_shape(block_shape), params)
-        self.specialization = get_family(family).specialization(self.shape, M)
-        self._owns_pool = pool is None
-        self._pool = pool or compile_pool(workers)
-        self._slots = 2 * _pool_size(workers)
-        self._cache = cache or CompileCache(family=family)
-        # Re-entrant: a future that is already done runs its callback in the submitting thread.
-        self._lock = threading.RLock()
-        self._queue: dict[KernelConfig, None] = {}  # ordered set, front first
-        # Each config sent to the pool (or answered without it), and its answer when it comes.
-        self._answers: dict[KernelConfig, Future[CompileInfo]] = {}
-        self._in_pool = 0
-        self._known: dict[KernelConfig, CompileInfo] = {}  # from the on-disk cache
-        self.dispatched: list[KernelConfig] = []  # order configs entered the pool
-        self._compile_s = self._wait_s = 0.0
-        self._cached = self._unknown = 0
-        self._closed = False
-        self.broken = False  # the pool lost a process; nothing more is sent to it
-
-    def _look_up(self, configs: Iterable[KernelConfig]) -> None:
-        fresh = [c for c in configs if c not in self._known and c not in self._answers]
-        self._known.update(
-            self._cache.get_many(
-                fresh, arch=self.arch, out_dtype=self.out_dtype, specialization=self.specialization
-            )
-        )
-
-    def submit(self, configs: Iterable[KernelConfig]) -> None:
-        """Queue configs for compiling behind those queued before (ones queued, compiling or
-        done already are skipped)."""
-        configs = [c for c in dict.fromkeys(configs) if c not in self._answers]
-        self._look_up(configs)
-        with self._lock:
-            self._queue.update(dict.fromkeys(c for c in configs if c not in self._answers))
-            self._fill()
-
-    def wait(self, config: KernelConfig) -> CompileInfo:
-        """The CompileInfo of a config about to launch, compiled first (ahead of the queue) if
-        needed; a compiler failure is in its `error`.
-
-        Raises:
-            RuntimeError: the Precompiler is closed.
-        """
-        if self._closed:
-            raise RuntimeError("the Precompiler is closed")
-        start = time.perf_counter()
-        with self._lock:
-            if config not in self._answers:
-                self._queue.pop(config, None)
-                self._look_up([config])
-                self._dispatch(config)
-            answer = self._answers[config]
-        info = answer.result()
-        self._wait_s += time.perf_counter() - start
-        return info
-
-    def stats(self) -> PrecompileStats:
-        """Counts and seconds so far."""
-        with self._lock:
-            done = sum(answer.done() for answer in self._answers.values())
-            compiled = done - self._cached - self._unknown
-            return PrecompileStats(compiled, self._cached, self._compile_s, self._wait_s)
-
-    def close(self) -> None:
-        """Drop the queue, and shut the pool down if this Precompiler made it."""
-        with self._lock:
-            self._closed = True
-            self._queue.clear()
-        if self._owns_pool:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-
-    def __enter__(self) -> Precompiler:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _fill(self) -> None:
-        """Move queued configs into the pool while it has free slots (lock held)."""
-        while self._queue and self._in_pool < self._slots and not self._closed:
-            config = next(iter(self._queue))
-            del self._queue[config]
-            self._dispatch(config)
-
-    def unknown_info(self, config: KernelConfig) -> CompileInfo:
-        """A config nobody compiled: no numbers, no error, so `launch_problem` lets it launch."""
-        spec, dtype = self.specialization, self.out_dtype
-        return CompileInfo(self.arch, config, spec, dtype, None, None, None, 0.0)
-
-    def _answer_without_compile(self, config: KernelConfig) -> None:
-        """A config the pool did not compile (lock held): its cached info (only the binary is
-        missing, which the launch compiles), else `unknown_info`; nothing is cached."""
-        known = self._known.get(config)
-        self._cached += known is not None
-        self._unknown += known is None
-        self._answers[config].set_result(known or self.unknown_info(config))
-
-    def _dispatch(self, config: KernelConfig) -> None:
-        """Send one compile to the pool (lock held); answer it at once if the pool is broken."""
-        job = CompileJob(
-            config,
-            self.arch,
-            self.shape,
-            self.M,
-            self.out_dtype,
-            self.family,
-            need_info=config not in self._known,
-        )
-        self._answers[config] = Future()
-        try:
-            future = None if self.broken else self._pool.submit(compile_job, job)
-        except RuntimeError:  # BrokenProcessPool, or a pool already shut down
-            self.broken, future = True, None
-        if future is None:
-            self._answer_without_compile(config)
-            return
-        self.dispatched.append(config)
-        self._in_pool += 1
-        future.add_done_callback(partial(self._compiled, config))
-
-    def _compiled(self, config: KernelConfig, future: Future[CompileInfo]) -> None:
-        """Pool callback: keep the result, cache new info, refill the pool."""
-        try:
-            info = future.result()
-        except Exception as exc:  # noqa: BLE001 - the pool's failure, not the config's
-            # Cache nothing, or the config would be rejected in every later task.
-            with self._lock:
-                self._in_pool -= 1
-                self.broken = self.broken or isinstance(exc, BrokenProcessPool)
-                self._answer_without_compile(config)
-                self._fill()
-            return
-        known = self._known.get(config)
-        if known is not None and info.error is None and info.n_regs is None:
-            info = replace(known, compile_s=info.compile_s)
-        elif info.error is None or known is None:
-            self._cache.put(info)  # a SQLite write: outside the lock the measuring thread takes
-        with self._lock:
-            self._in_pool -= 1
-            self._compile_s += info.compile_s
-            self._cached += known is not None
-            self._answers[config].set_result(info)
-            self._fill()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
@@ -89,10 +89,10 @@ class KernelRunner:
             was imported); the CPU timings are the interpreter's, not a GPU's.
         seed: seed of the random inputs.
         interpreter_reps: timed samples per config on the interpreter.
-        clock: the interpreter's wall clock in seconds.
         warmup_s: seconds of untimed graph replays per config (CUDA).
         rep_s: seconds of timed graph replays per config (CUDA).
-        timer: clock of the timed region; CUDA events, or `WallTimer(clock)`, when None.
+        timer: clock of the timed region; CUDA events, or `WallTimer()` on the interpreter,
+            when None.
 
     Raises:
         ValueError: an unknown out_dtype.
@@ -105,7 +105,6 @@ class KernelRunner:
         device: str,
         seed: int = 0,
         interpreter_reps: int = 3,
-        clock: Callable[[], float] = time.perf_counter,
         warmup_s: float = noise.WARMUP_S,
         rep_s: float = noise.REP_S,
         timer: noise.Timer | None = None,
@@ -115,7 +114,7 @@ class KernelRunner:
         if problem.out_dtype not in OUT_DTYPES:
             raise ValueError(f"out_dtype must be one of {OUT_DTYPES}, got {problem.out_dtype!r}")
         self.problem, self.device, self.on_gpu = problem, device, device != "cpu"
-        self.interpreter_reps, self.clock, self.timer = interpreter_reps, clock, timer
+        self.interpreter_reps, self.timer = interpreter_reps, timer
         self.warmup_s, self.rep_s = warmup_s, rep_s
         self._torch = torch
         self.family = get_family(problem.family)
@@ -228,7 +227,7 @@ class KernelRunner:
             for copy in plan.copy_order(batch):
                 self._launch_copy(config, copy)
 
-        return noise.Sampler(plan, run_batch, self.timer or noise.WallTimer(self.clock))
+        return noise.Sampler(plan, run_batch, self.timer or noise.WallTimer())
 
     def _graph(self, config: KernelConfig, order) -> Any:
         return noise.capture_graph([partial(self._launch_copy, config, copy) for copy in order])

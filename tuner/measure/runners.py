@@ -100,10 +100,7 @@ def process_environment(kernel: str, family: str) -> dict[str, str]:
         "kernel_hash": source.kernel_hash,
         "kernel_source": source.name,
         "vllm": source.version,
-        "driver": "",
-        "cuda": "",
-        "compute_capability": "",
-    }
+    } | dict.fromkeys(("driver", "cuda", "compute_capability"), "")
 
 
 def _driver_version() -> str:

@@ -338,30 +338,16 @@ def _compiles(request: SweepRequest) -> int:
 
 class _TrialClock:
     """Seconds per trial at (family, N, K, M): the device's own mean where it has trials
-    there; else the runner's default model, scaled by how the device's earlier trials of the
-    family compared with that model; else the model as it is."""
+    there, else the runner's default model."""
 
     def __init__(self, model: TrialModel, history: Sequence[TrialTimeRow]):
         self.model = model
         self.exact = {(r.family, r.N, r.K, r.M): r.mean_s for r in history}
         self.trials = sum(r.trials for r in history)
-        sums: dict[str, tuple[float, float]] = {}
-        for row in history:
-            measured, modelled = sums.get(row.family, (0.0, 0.0))
-            sums[row.family] = (
-                measured + row.mean_s * row.trials,
-                modelled + model.seconds(row.N, row.K, row.M) * row.trials,
-            )
-        self.scale = {
-            family: measured / modelled
-            for family, (measured, modelled) in sums.items()
-            if modelled > 0
-        }
 
     def seconds(self, family: str, N: int, K: int, M: int) -> float:
-        if (family, N, K, M) in self.exact:
-            return self.exact[(family, N, K, M)]
-        return self.scale.get(family, 1.0) * self.model.seconds(N, K, M)
+        key = (family, N, K, M)
+        return self.exact[key] if key in self.exact else self.model.seconds(N, K, M)
 
     def source(self, device_name: str) -> str:
         if self.trials:
@@ -381,10 +367,11 @@ def preview_sweeps(
     known: Sequence[Mapping[tuple[int, int, int], int]] = (),
 ) -> SweepPreview:
     """The plan of one `tuner sweep` command over its sweeps (dense, then each MoE shape):
-    `requests` (each with what it tunes, "2 shapes"), timed by `model` (`trial_model`), scaled
-    by the device's `history` (`db.repo.trial_times`); `stored` trials per request's sweep and
-    `known` configs per task elsewhere (`db.repo.known_configs`) left out; `workers` measuring
-    at once, each with `compile_workers` compile processes (a GPU); `defaults` lines appended."""
+    `requests` (each with what it tunes, "2 shapes"), timed by the device's `history`
+    (`db.repo.trial_times`) where it has trials, else by `model` (`trial_model`); `stored`
+    trials per request's sweep and `known` configs per task elsewhere
+    (`db.repo.known_configs`) left out; `workers` measuring at once, each with
+    `compile_workers` compile processes (a GPU); `defaults` lines appended."""
     clock = _TrialClock(model, history)
     first = requests[0][0]
     lines = [f"plan: {first.device_name}, {first.model} TP {first.tp}, {first.strategy}"]

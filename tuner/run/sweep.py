@@ -55,7 +55,6 @@ def worker_specs(
     sweep_id: int | None,
     device_name: str | None = None,
     space: str | None = None,
-    compile_workers: int | None = None,
     kernel: str = "builtin",
 ) -> list[WorkerSpec]:
     """One worker template per visible device, in their order (the supervisor names each
@@ -69,13 +68,13 @@ def worker_specs(
         sweep_id: claim only this sweep's tasks; None for every sweep in scope.
         device_name: claim only tasks of sweeps on this device; None for any.
         space: claim only tasks of sweeps over this config space; None for any.
-        compile_workers: GPU runners only: compile processes per worker; None for the CPU
-            count minus one per GPU, shared between the GPUs (at least one each); 0 for none.
         kernel: "builtin" or "vllm": whose kernels the workers time.
+
+    A GPU runner's workers get the CPU count less one per GPU, shared between them, as
+    compile processes (at least one each).
     """
     gpus = max(1, len(visible_devices))
-    if compile_workers is None:
-        compile_workers = max(1, ((os.cpu_count() or 2) - gpus) // gpus)
+    compile_workers = max(1, ((os.cpu_count() or 2) - gpus) // gpus) if runner.on_gpu else 0
     return [
         WorkerSpec(
             db_url=db_url,
@@ -87,7 +86,7 @@ def worker_specs(
             device_name=device_name,
             space=space,
             kernel=kernel,
-            compile_workers=compile_workers if runner.on_gpu else 0,
+            compile_workers=compile_workers,
         )
         for device in visible_devices
     ]

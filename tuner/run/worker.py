@@ -13,6 +13,7 @@ runner set its environment (`Runner.pin`).
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing as mp
 import os
 import tempfile
 import threading
@@ -323,7 +324,7 @@ class TaskRun:
         task: the claimed task (`repo.TaskInfo`).
         environment_id: the environment trials are recorded with.
         space: the candidate configs; None for the task's family's space (vLLM's grid).
-        shared: counters shared with the supervisor, if any.
+        shared: counters shared with the supervisor; None for counters of its own.
         compiler: GPU runners only: compiles candidates ahead and prunes those that cannot
             launch (None: no pruning).
         lease: the task's lease; None for one of its own.
@@ -341,7 +342,8 @@ class TaskRun:
         lease: Lease | None = None,
     ) -> None:
         self.store, self.spec, self.task = store, spec, task
-        self.environment_id, self.shared, self.compiler = environment_id, shared, compiler
+        self.environment_id, self.compiler = environment_id, compiler
+        self.shared = shared or WorkerShared(mp.get_context("spawn"))
         self.space: list = list(space or ())  # empty: the family's space, read by `plan`
         self.key = FamilyShape.of_row(task)  # the task's family and shape, read once
         self.lease = lease or Lease(store, task.task_id, spec.worker_id, spec.lease_s)
@@ -415,8 +417,7 @@ class TaskRun:
             related = []
             if get_strategy(task.strategy).reads_related:
                 related = repo.related_trials(session, N=task.N, K=task.K, M=task.M, **scope)
-        if self.shared is not None:
-            self.shared.trials_reused.value += reused
+        self.shared.trials_reused.value += reused
         return winners, related
 
     def plan(self, known: list, related: list) -> None:
@@ -473,8 +474,7 @@ class TaskRun:
         if not self.lease.holds():
             raise self.lost()
         is_default = config == self.default
-        if self.shared is not None:
-            self.shared.mark_in_flight(self.task, config, is_default)
+        self.shared.mark_in_flight(self.task, config, is_default)
         try:
             result = self.gate.before(config) if self.gate is not None else None
             pruned = result is not None
@@ -483,13 +483,11 @@ class TaskRun:
                 self.gate.after(config, result)
             self.record(config, result, is_default)
         finally:
-            if self.shared is not None:
-                self.shared.clear_in_flight()
+            self.shared.clear_in_flight()
         self.spec.runner.stored(self.task.task_id, config)
-        if self.shared is not None:
-            self.shared.trials_stored.value += 1
-            self.shared.trials_pruned.value += pruned
-            self.shared.measure_s.value += result.measure_s or 0.0
+        self.shared.trials_stored.value += 1
+        self.shared.trials_pruned.value += pruned
+        self.shared.measure_s.value += result.measure_s or 0.0
         self.done[config] = result
         if self.spec.runner.on_gpu and result.status is TrialStatus.CRASHED:
             raise ContextLost(result.error or "crashed")
@@ -613,7 +611,7 @@ class _Worker:
     compile pool, the watch on its supervisor) and its claim loop."""
 
     def __init__(self, spec: WorkerSpec, shared: WorkerShared | None) -> None:
-        self.spec, self.shared = spec, shared
+        self.spec, self.shared = spec, shared or WorkerShared(mp.get_context("spawn"))
         self.store = connect(spec.db_url)
         self.claim_lock = threading.Lock()
         if spec.parent_pid is not None:
@@ -653,8 +651,7 @@ class _Worker:
         if family not in self.environments:
             env: dict[str, Any] = self.spec.runner.environment(self.spec.kernel, family)
             self.environments[family] = self.in_session(repo.get_or_create_environment, **env)
-        if self.shared is not None:
-            self.shared.environment_id.value = self.environments[family]
+        self.shared.environment_id.value = self.environments[family]
         return self.environments[family]
 
     def claim_loop(self) -> None:

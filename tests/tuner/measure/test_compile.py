@@ -11,11 +11,11 @@ from tuner.measure import launch_check
 from tuner.measure.compile import (
     CompileCache,
     CompileInfo,
-    Precompiler,
     compile_infos,
     compile_pool,
     launch_problem,
 )
+from tuner.measure.runner import Problem
 from tuner.measure.trial import TrialResult
 from tuner.run.compile_gate import CompileGate, likely_next
 
@@ -126,18 +126,18 @@ SMALL_CONFIGS = [
     KernelConfig(32, 32, 64, 1, 4, 2),
     KernelConfig(32, 64, 64, 1, 4, 2),
 ]
-# A task shape with M = 33 (its own specialization).
-SMALL = {"M": 33, "N": 512, "K": 256, "block_shape": (128, 128), "out_dtype": "float16"}
+# A task with M = 33 (its own specialization).
+SMALL = Problem(33, 512, 256, (128, 128), "float16")
 
 
 def test_the_gate_compiles_ahead_waits_first_and_rejects_before_launch(tmp_path, pool):
     """Real sm89 compiles: two of `first` go to the pool at once, the config about to launch
-    jumps the queue, MID is pruned, a new incumbent queues its neighbours; a second
-    Precompiler answers from the on-disk cache."""
+    jumps the queue, MID is pruned, a new incumbent queues its neighbours; a second gate
+    answers from the on-disk cache."""
     space, (s0, s1, s2, s3) = vllm_space(), SMALL_CONFIGS
     cache = CompileCache(tmp_path)
-    pre = Precompiler(arch=89, workers=1, pool=pool[0], cache=cache, **SMALL)
-    gate = CompileGate(pre, space, first=SMALL_CONFIGS, ahead=3)
+    task = {"slots": 2, "arch": 89, "problem": SMALL, "space": space, "cache": cache}
+    gate = CompileGate(pool[0], **task, first=SMALL_CONFIGS, ahead=3)
     assert gate.before(s3) is None  # jumps the queue
     rejected = gate.before(MID)  # 4 stages of 32 KiB in flight: over sm89's 99 KiB
     assert rejected.status is TrialStatus.OUT_OF_RESOURCES and rejected.latency_us is None
@@ -146,23 +146,19 @@ def test_the_gate_compiles_ahead_waits_first_and_rejects_before_launch(tmp_path,
     gate.after(MID, rejected)  # not ok: nothing queued
     ahead = [c for c in likely_next(s0, space)[:3] if c not in SMALL_CONFIGS]
     assert len(ahead) == 1  # two of s0's three nearest were compiled already
-    assert pre.dispatched == [s0, s1, s3, s2, MID, *ahead]
-    infos = [pre.wait(c) for c in [*SMALL_CONFIGS, *ahead]]
+    assert gate.dispatched == [s0, s1, s3, s2, MID, *ahead]
+    assert [gate.before(c) for c in [s0, s1, s2, *ahead]] == [None] * 4
+    infos = [gate.infos[c] for c in [*SMALL_CONFIGS, *ahead]]
     assert infos[0].specialization.startswith("M=any,")
     assert all(i.error is None and i.shared_bytes > 0 and i.n_regs > 0 for i in infos)
-    stats = pre.stats()
-    assert (stats.compiled, stats.cached) == (5 + len(ahead), 0)
-    assert stats.compile_s > 0 and stats.wait_s > 0
-    pre.close()
-    with pytest.raises(RuntimeError, match="closed"):
-        pre.wait(s0)
-    with Precompiler(arch=89, workers=1, pool=pool[0], cache=cache, **SMALL) as again:
-        again.submit(SMALL_CONFIGS[:2])
-        got = [again.wait(c) for c in SMALL_CONFIGS[:2]]
-        assert [(i.shared_bytes, i.n_regs) for i in got] == [
-            (i.shared_bytes, i.n_regs) for i in infos[:2]
-        ]
-        assert again.stats().cached == 2
+    assert gate.compile_s > 0 and gate.wait_s > 0
+    again = CompileGate(pool[0], **task, first=SMALL_CONFIGS[:2])
+    assert again.known.keys() == set(SMALL_CONFIGS[:2])  # from the on-disk cache
+    assert [again.before(c) for c in SMALL_CONFIGS[:2]] == [None, None]
+    got = [again.infos[c] for c in SMALL_CONFIGS[:2]]
+    assert [(i.shared_bytes, i.n_regs) for i in got] == [
+        (i.shared_bytes, i.n_regs) for i in infos[:2]
+    ]
 
 
 def test_likely_next_is_the_neighbourhood():

@@ -110,7 +110,7 @@ class DeviceClock:
 
 def test_interpreter_timing_rotates_real_weight_copies(monkeypatch):
     clock = DeviceClock([0.003, 0.005])
-    runner = KernelRunner(TIMED, device="cpu", interpreter_reps=3, clock=clock)
+    runner = KernelRunner(TIMED, device="cpu", interpreter_reps=3, timer=WallTimer(clock))
     real_launch = runner._launch_copy
     outputs = []
 
@@ -197,7 +197,7 @@ def test_cuda_path_plan_graphs_and_per_launch_time(monkeypatch):
 
 def test_samplers_are_kept_for_the_last_configs_only(monkeypatch):
     clock = DeviceClock([0.001, 0.002])
-    runner = KernelRunner(TIMED, device="cpu", clock=clock)
+    runner = KernelRunner(TIMED, device="cpu", timer=WallTimer(clock))
     monkeypatch.setattr(runner, "_launch_copy", lambda config, copy: clock.launched(copy))
     configs = [KernelConfig(16, 64, 64, group, 4, 2) for group in range(1, KEPT_SAMPLERS + 2)]
     assert [runner.sample_us(config) for config in configs] == pytest.approx(

@@ -1,6 +1,7 @@
-"""The precompiler when its pool fails: a dead compile process or a shutdown never hangs a wait,
+"""The compile gate when its pool fails: a dead compile process or a shutdown never hangs a wait,
 rejects a config or poisons the cache; the worker replaces a broken pool. Fake pools, no Triton."""
 
+import multiprocessing as mp
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
@@ -12,12 +13,13 @@ from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import vllm_space
 from tuner.measure import compile as compile_module
-from tuner.measure.compile import CompileCache, CompileInfo, Precompiler, launch_problem
+from tuner.measure.compile import CompileCache, CompileInfo
 from tuner.measure.runner import Problem
 from tuner.run import compile_gate
 from tuner.run.compile_gate import CompileGate, WorkerCompiler
+from tuner.run.worker import WorkerShared
 
-SPEC = {"arch": 90, "M": 33, "N": 512, "K": 256, "block_shape": (128, 128), "out_dtype": "float16"}
+PROBLEM = Problem(33, 512, 256, (128, 128), "float16")
 CONFIGS = [
     KernelConfig(16, 32, 64, 1, 4, 2),
     KernelConfig(16, 64, 64, 1, 4, 2),
@@ -56,6 +58,13 @@ class FakePool:
         self.shut_down = True
 
 
+def make_gate(pool, cache, first):
+    """A gate of two slots for sm90 over vLLM's space at PROBLEM's launch."""
+    return CompileGate(
+        pool, slots=2, arch=90, problem=PROBLEM, space=vllm_space(), first=first, cache=cache
+    )
+
+
 def unknown(config):
     return CompileInfo(
         90, config, "M=any,N=d16,K=d16,gn=d16,gk=d16,kg=any", "float16", None, None, None, 0.0
@@ -67,41 +76,38 @@ def test_a_dead_compile_process_answers_every_wait_without_rejecting(tmp_path):
     too_big = replace(unknown(CONFIGS[3]), shared_bytes=300_000, n_regs=128, spill_bytes=0)
     cache.put(too_big)  # known from an earlier run: its numbers still count
     pool = FakePool()
-    pre = Precompiler(pool=pool, workers=1, cache=cache, **SPEC)
-    pre.submit(CONFIGS)  # 2 slots: configs 0 and 1 go to the pool, 2 and 3 wait
+    gate = make_gate(pool, cache, CONFIGS)  # 2 slots: configs 0 and 1 go to the pool, 2 and 3 wait
     assert pool.jobs == CONFIGS[:2]
     pool.die()
-    assert pre.broken
-    infos = [pre.wait(config) for config in CONFIGS]  # returns at once, nothing hangs
+    results = [gate.before(config) for config in CONFIGS]  # returns at once, nothing hangs
+    assert gate.broken
     # the cached numbers for the config the cache knows, a blank for the others
+    infos = [gate.infos[config] for config in CONFIGS]
     assert infos == [*map(unknown, CONFIGS[:3]), too_big]
-    assert [launch_problem(info) for info in infos[:3]] == [None] * 3  # launched, not rejected
-    assert launch_problem(infos[3]).status is TrialStatus.OUT_OF_RESOURCES
-    assert pool.jobs == CONFIGS[:2] and pre.dispatched == CONFIGS[:2]
+    assert results[:3] == [None] * 3  # launched, not rejected
+    assert results[3].status is TrialStatus.OUT_OF_RESOURCES
+    assert pool.jobs == CONFIGS[:2] and gate.dispatched == CONFIGS[:2]
     # nothing was cached for the configs the pool failed
-    got = cache.get_many(CONFIGS, arch=90, specialization=pre.specialization, out_dtype="float16")
+    got = cache.get_many(CONFIGS, arch=90, specialization=gate.specialization, out_dtype="float16")
     assert list(got) == [CONFIGS[3]]
-    stats = pre.stats()
-    assert (stats.compiled, stats.cached) == (0, 1)
-    pre.close()
+    assert gate.compile_s == 0.0
 
 
 def test_a_cancelled_compile_is_not_cached_as_a_compile_error(tmp_path):
     cache = CompileCache(tmp_path)
     pool = FakePool()
-    pre = Precompiler(pool=pool, workers=1, cache=cache, **SPEC)
-    pre.submit(CONFIGS[:1])
+    gate = make_gate(pool, cache, CONFIGS[:1])
     pool.futures[0].cancel()  # what shutdown(cancel_futures=True) does to a queued compile
-    assert pre.wait(CONFIGS[0]) == unknown(CONFIGS[0])
-    assert not pre.broken
-    got = cache.get_many(CONFIGS, arch=90, specialization=pre.specialization, out_dtype="float16")
+    assert gate.before(CONFIGS[0]) is None
+    assert gate.infos[CONFIGS[0]] == unknown(CONFIGS[0])
+    assert not gate.broken
+    got = cache.get_many(CONFIGS, arch=90, specialization=gate.specialization, out_dtype="float16")
     assert got == {}
 
 
 def test_the_gate_launches_what_a_broken_pool_could_not_compile(tmp_path):
     pool = FakePool()
-    precompiler = Precompiler(pool=pool, workers=1, cache=CompileCache(tmp_path), **SPEC)
-    gate = CompileGate(precompiler, vllm_space(), CONFIGS[:1])
+    gate = make_gate(pool, CompileCache(tmp_path), CONFIGS[:1])
     pool.die()
     assert gate.before(CONFIGS[0]) is None and gate.before(CONFIGS[1]) is None
 
@@ -120,13 +126,12 @@ def test_the_worker_replaces_a_broken_pool_after_the_task(tmp_path, monkeypatch)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
     compiler = WorkerCompiler.for_this_gpu(2)
     assert compiler.arch == 90 and compiler.pool is pools[0]
-    problem = Problem(33, 512, 256, (128, 128), "float16")
-    gate = compiler.gate(problem, vllm_space(), CONFIGS[:1])
-    compiler.closed(gate, None)
+    gate, shared = compiler.gate(PROBLEM, vllm_space(), CONFIGS[:1]), WorkerShared(mp)
+    compiler.closed(gate, shared)
     assert compiler.pool is pools[0] and len(pools) == 1  # a healthy pool is kept
-    gate = compiler.gate(problem, vllm_space(), CONFIGS[:1])
+    gate = compiler.gate(PROBLEM, vllm_space(), CONFIGS[:1])
     pools[0].die()
-    compiler.closed(gate, None)
+    compiler.closed(gate, shared)
     assert pools[0].shut_down and compiler.pool is pools[1]  # the next task gets a new one
 
 

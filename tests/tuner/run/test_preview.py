@@ -47,10 +47,9 @@ def test_the_device_history_sets_the_estimate_and_stored_trials_are_left_out():
         TrialTimeRow("dense", 256, 384, 16, 3, 2.0),
     ]
     preview = _preview(history=history, stored=[9])
-    # Measured 2.0 s where the model says 0.775 s: the other (N, K, M) are scaled by
-    # 12 / 4.65 (measured / modelled over the 6 trials): 2.0 s at (256, 384, 32), 2.0968 s at
-    # (576, 256); x 3 trials, half of the 18 left.
-    per_task = [2.0, 2.0, 2.0] + [12 / 4.65 * 0.8125] * 3
+    # Measured 2.0 s at M=1 and M=16 of (256, 384); the model's 0.775 s at its M=32 and
+    # 0.8125 s at (576, 256); x 3 trials, half of the 18 left.
+    per_task = [2.0, 2.0, 0.775] + [0.8125] * 3
     assert preview.trials == 9
     assert round(preview.estimate_s, 6) == round(sum(per_task) * 3 / 2, 6)
     assert preview.lines[1].endswith("= 18 trial(s), 9 already stored")
