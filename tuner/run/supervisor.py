@@ -173,7 +173,7 @@ class Supervisor:
 
         SIGTERM is handled as Ctrl-C while this runs: the workers are stopped and their tasks
         handed back, then `Terminated` (a KeyboardInterrupt) propagates. A store that stays
-        unavailable (down, locked, its disk full) for longer than `db.faults.store_timeout_s()`,
+        unavailable (down, locked, its disk full) for longer than `db.connection.store_timeout_s()`,
         here or in a worker (EXIT_STORE), stops every worker the same way and raises
         StoreUnavailable.
 

@@ -136,7 +136,7 @@ def run_workers(
 
     Raises:
         KeyboardInterrupt: Ctrl-C or SIGTERM; the tasks were handed back.
-        db.faults.StoreUnavailable: the store stayed unavailable past its deadline; the
+        db.connection.StoreUnavailable: the store stayed unavailable past its deadline; the
             workers were stopped, their tasks handed back where the store allowed.
     """
     specs = worker_specs(

@@ -699,7 +699,7 @@ class _Worker:
 
         Raises:
             SystemExit: EXIT_RESTART after a crashed trial on a GPU (the task handed back).
-            db.faults.StoreUnavailable: the store stayed down past its deadline (the task is
+            db.connection.StoreUnavailable: the store stayed down past its deadline (the task is
                 handed back where the store allows).
         """
         spec = self.spec
