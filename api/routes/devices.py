@@ -404,4 +404,5 @@ def read_report(
         comparison=comparisons[0] if comparisons else None,
         imports=imports,
         imported_only=None if swept else imported_only_note(device_name, imports, report=True),
+        abs_=repo.list_abs(session, device_name=device_name),
     )

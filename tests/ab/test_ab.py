@@ -7,22 +7,20 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 import socket
 import sys
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
-from api.app import create_app
-from api.settings import Settings
 from db import repo
 from db.models import AbRun, AbTest
-from db.repo import NewFile, open_store, session_scope
-from tests.cli.common import invoke, one_line_error
+from db.repo import NewFile
+from tests.cli.common import invoke, ok, one_line_error, service, session_on
 from tuner.ab.arms import Arm, ArmError, proof
 from tuner.ab.run import Plan, run_ab
 from tuner.ab.stats import estimate, schedule
@@ -278,37 +276,44 @@ def test_a_candidate_that_read_none_of_the_release_stops(tmp_path: Path) -> None
 def test_a_release_carries_its_ab_verdict(stage) -> None:
     set_arms, args, _, _, tmp_path = stage
     set_arms(100.0, 80.0)
-    url = f"sqlite:///{tmp_path / 'tuner.db'}"
-    store = open_store(url)
+    url, device = f"sqlite:///{tmp_path / 'tuner.db'}", "NVIDIA_H100_80GB_HBM3"
+    # An imported file (the one the candidate's log names) makes the device one the store knows.
+    config = {"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128}}
+    config["1"] |= {"GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3}
+    (tmp_path / FILE).write_text(json.dumps(config))
+    ok("import", tmp_path / FILE, "--db", url)
     other = "N=64,K=32,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128,128].json"
-    with session_scope(store) as session:
-        for name in (FILE, other):
-            new = NewFile(name, 512, 256, (128, 128), b"{}", {}, "dense")
-            repo.publish_release(
-                session,
-                device_name="NVIDIA_H100_80GB_HBM3",
-                files=[new],
-                archives={},
-                summary={},
-                created_by="test",
-                reason="test",
-            )
+    with session_on(url) as session:
+        new = NewFile(other, 64, 32, (128, 128), b"{}", {}, "dense")
+        repo.publish_release(
+            session,
+            device_name=device,
+            files=[new],
+            archives={},
+            summary={},
+            created_by="test",
+            reason="test",
+        )
+        releases = repo.list_releases(session, device_name=device)
+    number = {r.files[0].file_name: r.number for r in releases}
+    missing = str(len(releases) + 1)
     one_line_error(
-        invoke(*args("--device", "NVIDIA_H100_80GB_HBM3", "--release", "3")),
-        "NVIDIA_H100_80GB_HBM3 has no release 3 in the store",
+        invoke(*args("--device", device, "--release", missing)),
+        f"{device} has no release {missing} in the store",
     )
-    # Release 2 holds a file the candidate's log never names: stopped after its first run.
-    refused = invoke(*args("--device", "NVIDIA_H100_80GB_HBM3", "--release", "2"))
+    # A release whose file the candidate's log never names: stopped after its first run.
+    refused = invoke(*args("--device", device, "--release", str(number[other])))
     assert refused.exit_code == 2
     assert "error: candidate read none of the release's 1 files" in refused.stderr
-    result = invoke(*args("--device", "NVIDIA_H100_80GB_HBM3", "--release", "1"))
-    assert result.exit_code == 0, result.output
-    with TestClient(create_app(Settings(db_url=url))) as client:
-        listed = client.get("/devices/NVIDIA_H100_80GB_HBM3/releases").json()
-    assert [(r["number"], r["ab"]) for r in listed] == [
-        (2, None),
-        (1, {"ab_test_id": 2, "verdict": "faster"}),
-    ]
-    with session_scope(store) as session:
-        release = repo.get_release(session, device_name="NVIDIA_H100_80GB_HBM3", number=1)
-        assert release_entry(release)["ab"] == {"ab_test_id": 2, "verdict": "faster"}
+    ok(*args("--device", device, "--release", str(number[FILE])))
+    with service(url) as client:
+        listed = client.get(f"/devices/{device}/releases").json()
+        report = client.get(f"/devices/{device}/report").text
+    verdict = {"ab_test_id": 2, "verdict": "faster"}
+    assert {r["number"]: r["ab"] for r in listed} == {number[FILE]: verdict, number[other]: None}
+    assert f"<h3>A/B 2: release {number[FILE]}: the candidate is faster</h3>" in report
+    (point,) = re.findall(r'data-series="prefill-cached ttft_ms" data-x="([0-9.]+)"', report)
+    assert float(point) == pytest.approx(0.8, rel=0.01)
+    with session_on(url) as session:
+        release = repo.get_release(session, device_name=device, number=number[FILE])
+        assert release_entry(release)["ab"] == verdict
