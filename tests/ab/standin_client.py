@@ -5,12 +5,13 @@ jitter by seed (the real client and server run in tests/ab/test_real_server.py).
     python standin_client.py SETTINGS.json <the client arguments tuner ab passes>
 
 SETTINGS: {"ports": {"<port>": {"ttft_ms": .., "tok_s": ..}}, "fail_seeds": [..],
-"calls": "<file each call appends its seed to>"}.
+"calls": "<file each call appends its seed to>", "sleep_s": seconds each call takes}.
 """
 
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -25,6 +26,7 @@ with open(settings["calls"], "a") as calls:
     calls.write(f"{args.seed}\n")
 if args.seed in settings.get("fail_seeds", []):
     sys.exit(3)
+time.sleep(settings.get("sleep_s", 0))
 port = str(urlsplit(args.base_url).port)
 arm = settings["ports"][port]
 jitter = 1 + 0.005 * ((args.seed * 7) % 5 - 2)  # within +-1%

@@ -9,8 +9,11 @@ import json
 import math
 import re
 import shlex
+import signal
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +24,7 @@ from db import repo
 from db.models import AbRun, AbTest
 from db.repo import NewFile
 from tests.cli.common import invoke, ok, one_line_error, service, session_on
-from tuner.ab.arms import Arm, ArmError, proof
+from tuner.ab.arms import Arm, ArmError, healthy, proof
 from tuner.ab.run import Plan, run_ab
 from tuner.ab.stats import estimate, schedule
 from tuner.ab.workloads import WORKLOADS, ClientError, Load, client_argv
@@ -143,10 +146,10 @@ def stage(tmp_path: Path):
     settings = {"ports": {}, "calls": str(tmp_path / "calls.txt")}
     path = tmp_path / "settings.json"
 
-    def set_arms(baseline_ttft: float, candidate_ttft: float, fail_seeds=()) -> None:
+    def set_arms(baseline_ttft: float, candidate_ttft: float, fail_seeds=(), sleep_s=0.0) -> None:
         arms = zip(ports, (baseline_ttft, candidate_ttft), strict=True)
         settings["ports"] = {str(p): {"ttft_ms": t, "tok_s": 100.0} for p, t in arms}
-        settings["fail_seeds"] = list(fail_seeds)
+        settings["fail_seeds"], settings["sleep_s"] = list(fail_seeds), sleep_s
         path.write_text(json.dumps(settings))
 
     def args(*more: str) -> list[str]:
@@ -170,11 +173,11 @@ def stage(tmp_path: Path):
     def calls() -> list[int]:
         return [int(line) for line in Path(settings["calls"]).read_text().split()]
 
-    return set_arms, args, rows, calls, tmp_path
+    return set_arms, args, rows, calls, tmp_path, ports
 
 
 def test_an_ab_runs_its_arms_in_order_and_keeps_every_run(stage) -> None:
-    set_arms, args, rows, calls, tmp_path = stage
+    set_arms, args, rows, calls, tmp_path, _ = stage
     set_arms(100.0, 80.0)
     result = invoke(*args())
     assert result.exit_code == 0, result.output
@@ -208,7 +211,7 @@ def test_an_ab_runs_its_arms_in_order_and_keeps_every_run(stage) -> None:
 
 
 def test_a_slower_candidate_exits_1(stage) -> None:
-    set_arms, args, rows, calls, _ = stage
+    set_arms, args, rows, calls, _, _ = stage
     set_arms(100.0, 130.0)
     result = invoke(*args())
     assert result.exit_code == 1, result.output
@@ -216,7 +219,7 @@ def test_a_slower_candidate_exits_1(stage) -> None:
 
 
 def test_a_failed_run_stops_the_ab_and_the_same_command_resumes(stage) -> None:
-    set_arms, args, rows, calls, _ = stage
+    set_arms, args, rows, calls, _, _ = stage
     set_arms(100.0, 100.0, fail_seeds=[3])
     failed = invoke(*args())
     assert failed.exit_code == 2, failed.output
@@ -235,7 +238,7 @@ def test_a_failed_run_stops_the_ab_and_the_same_command_resumes(stage) -> None:
 
 
 def test_an_arm_that_never_answers_is_one_line_and_exit_2(stage) -> None:
-    set_arms, args, rows, calls, _ = stage
+    set_arms, args, rows, calls, _, _ = stage
     set_arms(100.0, 100.0)
     argv = args()
     argv[argv.index("--baseline-cmd") + 1] = f"{sys.executable} -c 'raise SystemExit(3)'"
@@ -246,7 +249,7 @@ def test_an_arm_that_never_answers_is_one_line_and_exit_2(stage) -> None:
 
 
 def test_a_release_needs_its_device_and_must_exist(stage) -> None:
-    _, args, _, _, _ = stage
+    _, args, _, _, _, _ = stage
     one_line_error(
         invoke(*args("--release", "1")), "--release needs --device (whose release it is)"
     )
@@ -274,7 +277,7 @@ def test_a_candidate_that_read_none_of_the_release_stops(tmp_path: Path) -> None
 
 
 def test_a_release_carries_its_ab_verdict(stage) -> None:
-    set_arms, args, _, _, tmp_path = stage
+    set_arms, args, _, _, tmp_path, _ = stage
     set_arms(100.0, 80.0)
     url, device = f"sqlite:///{tmp_path / 'tuner.db'}", "NVIDIA_H100_80GB_HBM3"
     # An imported file (the one the candidate's log names) makes the device one the store knows.
@@ -317,3 +320,28 @@ def test_a_release_carries_its_ab_verdict(stage) -> None:
     with session_on(url) as session:
         release = repo.get_release(session, device_name=device, number=number[FILE])
         assert release_entry(release)["ab"] == verdict
+
+
+def test_ctrl_c_stops_the_servers_keeps_the_runs_and_the_command_resumes(stage) -> None:
+    set_arms, args, rows, calls, tmp_path, ports = stage
+    set_arms(100.0, 100.0, sleep_s=1.0)
+    argv = [sys.executable, "-m", "tuner.cli", *args()]
+    running = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "ab" / "runs" / "002-candidate-prefill-cached.json").exists():
+        assert running.poll() is None and time.monotonic() < deadline, running.communicate()
+        time.sleep(0.2)
+    running.send_signal(signal.SIGINT)
+    _, stderr = running.communicate(timeout=120)
+    assert running.returncode == 130
+    assert stderr.strip().splitlines()[-1] == (
+        "error: stopped: finished runs are kept; the same command resumes"
+    )
+    assert not any(healthy(f"http://127.0.0.1:{port}") for port in ports)
+    kept = [r[3] for r in rows()]
+    assert kept == list(range(len(kept))) and len(kept) >= 2
+    set_arms(100.0, 100.0)
+    ok(*args())
+    assert [r[3] for r in rows()] == list(range(6))
+    # Each seed was sent once, but the one in flight at Ctrl-C, which was sent again.
+    assert sorted(set(calls())) == list(range(6)) and len(calls()) <= 7
