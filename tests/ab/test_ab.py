@@ -25,7 +25,7 @@ from db.models import AbRun, AbTest
 from db.repo import NewFile
 from tests.cli.common import invoke, ok, one_line_error, service, session_on
 from tuner.ab.arms import Arm, ArmError, healthy, proof
-from tuner.ab.run import Plan, run_ab
+from tuner.ab.run import WARMUP_SEED, Plan, run_ab
 from tuner.ab.stats import estimate, schedule
 from tuner.ab.workloads import WORKLOADS, ClientError, Load, client_argv
 from tuner.files.pull import release_entry
@@ -193,7 +193,9 @@ def test_an_ab_runs_its_arms_in_order_and_keeps_every_run(stage) -> None:
         for s, ((b, arm), t) in enumerate(zip(order, ttft, strict=True))
     ]
     assert [(*r[:4], round(r[4], 9)) for r in rows()] == expected
-    assert calls() == list(range(6))
+    # A warm-up (its own seed, discarded) after each start, before the arm's first run there.
+    w = WARMUP_SEED
+    assert calls() == [w, 0, w + 1, 1, 2, w + 3, 3, 4, w + 5, 5]
     assert "candidate: read 1 config files, missed 0" in result.output
     assert "A/B 1 verdict: the candidate is faster" in result.output
     # Each server was started once per stretch of its runs: B, C, C... makes 4 starts.
@@ -211,11 +213,14 @@ def test_an_ab_runs_its_arms_in_order_and_keeps_every_run(stage) -> None:
 
 
 def test_a_slower_candidate_exits_1(stage) -> None:
-    set_arms, args, rows, calls, _, _ = stage
+    set_arms, args, rows, calls, tmp_path, _ = stage
     set_arms(100.0, 130.0)
-    result = invoke(*args())
+    result = invoke(*args("--restart"))
     assert result.exit_code == 1, result.output
     assert "A/B 1 verdict: the candidate is slower" in result.output
+    # --restart: a fresh server for every block, also where the order keeps the arm.
+    logs = [(tmp_path / "ab" / f"{arm}.log").read_text() for arm in ("baseline", "candidate")]
+    assert [log.count("--- tuner ab:") for log in logs] == [3, 3]
 
 
 def test_a_failed_run_stops_the_ab_and_the_same_command_resumes(stage) -> None:
@@ -230,7 +235,8 @@ def test_a_failed_run_stops_the_ab_and_the_same_command_resumes(stage) -> None:
     assert resumed.exit_code == 0, resumed.output
     assert "A/B 1: 3 runs kept" in resumed.output
     assert [r[3] for r in rows()] == [0, 1, 2, 3, 4, 5]
-    assert calls() == [0, 1, 2, 3, 3, 4, 5]  # seed 3 again, nothing else twice
+    timed = [seed for seed in calls() if seed < WARMUP_SEED]
+    assert timed == [0, 1, 2, 3, 3, 4, 5]  # seed 3 again, nothing else twice
     assert "A/B 1 verdict: the candidate is within noise" in resumed.output
     more = invoke(*args("--blocks", "4"))  # the last --blocks counts
     assert more.exit_code == 0, more.output
@@ -344,4 +350,5 @@ def test_ctrl_c_stops_the_servers_keeps_the_runs_and_the_command_resumes(stage) 
     ok(*args())
     assert [r[3] for r in rows()] == list(range(6))
     # Each seed was sent once, but the one in flight at Ctrl-C, which was sent again.
-    assert sorted(set(calls())) == list(range(6)) and len(calls()) <= 7
+    timed = [seed for seed in calls() if seed < WARMUP_SEED]
+    assert sorted(set(timed)) == list(range(6)) and len(timed) <= 7

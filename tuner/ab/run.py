@@ -13,13 +13,17 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tuner.ab.arms import Arm, ArmError, Server, healthy, proof
 from tuner.ab.stats import CANDIDATE, Estimate, estimate, schedule
 from tuner.ab.workloads import ClientError, Load, Workload, client_argv
+
+# A warm-up run: this many prompts, seeds from here on (never a timed run's).
+WARMUP_PROMPTS = 2
+WARMUP_SEED = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,10 @@ class Plan:
         health_timeout_s: how long a started server has to answer `/health`.
         must_read: config file names of which the candidate's log must show at least one read
             (a release's files); () for no such check.
+        restart: start a command arm's server again at each block, even where the order keeps
+            the arm (B B in A B B A).
+        warmup: before an arm's first run after its server started (or, for a URL, its first
+            run here), one run of `WARMUP_PROMPTS` prompts whose result is discarded.
     """
 
     arms: tuple[Arm, Arm]
@@ -50,10 +58,13 @@ class Plan:
     seed: int = 0
     health_timeout_s: float = 900.0
     must_read: tuple[str, ...] = ()
+    restart: bool = False
+    warmup: bool = True
 
     def spec(self) -> dict[str, Any]:
         """What decides the runs' results, as JSON data: two plans with the same spec are the
-        same A/B (blocks, folder and timeouts left out, so that more blocks extend it)."""
+        same A/B (blocks, folder, timeouts, restarts and warm-ups left out, so that more blocks
+        extend it)."""
         load = {**asdict(self.load), "dataset": str(self.load.dataset or "")}
         return {
             "arms": [
@@ -76,6 +87,7 @@ class Step:
     arm: str
     workload: Workload
     seed: int
+    warmup: bool = False
 
     @property
     def key(self) -> tuple[int, str, str]:
@@ -84,8 +96,9 @@ class Step:
 
     @property
     def label(self) -> str:
-        """E.g. "block 2 candidate decode"."""
-        return f"block {self.block + 1} {self.arm} {self.workload.name}"
+        """E.g. "block 2 candidate decode" ("... decode warm-up")."""
+        warmup = " warm-up" if self.warmup else ""
+        return f"block {self.block + 1} {self.arm} {self.workload.name}{warmup}"
 
 
 @dataclass(frozen=True)
@@ -112,7 +125,7 @@ def run_client(plan: Plan, arm: Arm, step: Step) -> Run:
     Raises:
         ClientError: the client cannot start, exits non-zero, or its result is incomplete.
     """
-    stem = f"{step.block + 1:03d}-{step.arm}-{step.workload.name}"
+    stem = f"{step.block + 1:03d}-{step.arm}-{step.workload.name}" + ("-warmup" * step.warmup)
     runs = plan.folder / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     result = runs / f"{stem}.json"
@@ -148,6 +161,37 @@ def _check_read(plan: Plan, log: Path) -> None:
         )
 
 
+def _ready(
+    plan: Plan, arm: Arm, block: int, started: list[Server], seen: set
+) -> tuple[Server | None, bool]:
+    """The server for an arm's next run, and whether it is new here (its warm-up is due): a
+    command arm's server is started when the running one is the other arm's (or, with
+    `plan.restart`, of an earlier block), and added to `started` before it starts (so that
+    an interrupt during its start-up still finds it to stop); a URL arm's health is checked
+    before each run.
+
+    Raises:
+        ArmError: the arm is not healthy.
+    """
+    key = (arm.name, block) if plan.restart else arm.name
+    server = started[-1] if started else None
+    if not arm.command:
+        if not healthy(arm.url):
+            raise ArmError(f"{arm.name}: {arm.url}/health does not answer")
+        new = key not in seen
+    elif server is None or server.arm is not arm or key not in seen:
+        if server is not None:
+            server.stop()
+        server = Server(arm, plan.folder / f"{arm.name}.log")
+        started.append(server)
+        server.start(plan.health_timeout_s)
+        new = True
+    else:
+        new = False
+    seen.add(key)
+    return server, new
+
+
 def run_ab(
     plan: Plan,
     done: Collection[tuple[int, str, str]],
@@ -169,26 +213,24 @@ def run_ab(
     """
     arms = {a.name: a for a in plan.arms}
     todo = [s for s in steps(plan) if s.key not in done]
-    server: Server | None = None
+    started: list[Server] = []
+    seen: set[object] = set()
     checked = not plan.must_read
+    warmup = replace(plan, load=replace(plan.load, prompts=WARMUP_PROMPTS))
     try:
         for i, step in enumerate(todo):
             arm = arms[step.arm]
-            if arm.command and (server is None or server.arm is not arm):
-                if server is not None:
-                    server.stop()
-                server = Server(arm, plan.folder / f"{arm.name}.log")
-                server.start(plan.health_timeout_s)
-            elif not arm.command and not healthy(arm.url):
-                raise ArmError(f"{arm.name}: {arm.url}/health does not answer")
+            server, new = _ready(plan, arm, step.block, started, seen)
             on_step(i, len(todo), step)
+            if new and plan.warmup:
+                run_client(warmup, arm, replace(step, seed=WARMUP_SEED + i, warmup=True))
             record(run_client(plan, arm, step))
             if not checked and step.arm == CANDIDATE and server is not None:
                 _check_read(plan, server.log)
                 checked = True
     finally:
-        if server is not None:
-            server.stop()
+        for each in started:
+            each.stop()
 
 
 def verdicts(

@@ -140,6 +140,18 @@ ReleaseOpt = Annotated[
 ]
 
 
+RestartOpt = Annotated[
+    bool,
+    typer.Option(
+        help="Start a command arm's server again at every block, also where the order keeps the "
+        "arm (start-up varies: compile caches, CUDA graphs)."
+    ),
+]
+WarmupOpt = Annotated[
+    bool, typer.Option(help="A discarded 2-prompt run before an arm's first run after a start.")
+]
+
+
 def ab(
     baseline: Annotated[str, UrlOpt],
     candidate: Annotated[str, UrlOpt],
@@ -158,6 +170,8 @@ def ab(
     seed: SeedOpt = 0,
     out: OutOpt = None,
     health_timeout: HealthOpt = 900.0,
+    restart: RestartOpt = False,
+    warmup: WarmupOpt = True,
     device: DeviceOpt = None,
     release: ReleaseOpt = None,
     db: DbOpt = None,
@@ -177,7 +191,7 @@ def ab(
     device_name, must_read = _release_files(store, device, release)
     workloads = tuple(WORKLOADS[w] for w in dict.fromkeys(workload or WORKLOADS))
     load = Load(input_len, output_len, prompts, streams, dataset)
-    options = (tokenizer, seed, health_timeout, must_read)
+    options = (tokenizer, seed, health_timeout, must_read, restart, warmup)
     plan = Plan(arms, workloads, load, blocks, tuple(shlex.split(client)), Path("."), *options)
     ab_id, plan = _open(store, plan, out, device_name, release)
     _run(store, plan, ab_id)
