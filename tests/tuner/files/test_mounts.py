@@ -317,12 +317,8 @@ SGL_PULLED = PULLED_MOE.replace("[128,128]", "[128, 128]")
 def test_sglang_pull_writes_moe_files_without_the_triton_version_key(tmp_path):
     entry = {**FAST, "BLOCK_SIZE_N": 128}
     released = dump_config_file({1: entry, 64: entry}, triton_version="3.8.0").encode()
-    release = {
-        "device_name": "NVIDIA_H200",
-        "number": 3,
-        "content_sha256": "ab" * 32,
-        "files": [{"file_name": PULLED_MOE, "sha256": hashlib.sha256(released).hexdigest()}],
-    }
+    pulled = {"file_name": PULLED_MOE, "sha256": hashlib.sha256(released).hexdigest()}
+    release = {**RELEASE, "files": [pulled]}
     written, removed = replace_folder(tmp_path, release, "sglang", {PULLED_MOE: released})
     assert (written, removed) == ([SGL_PULLED], [])
     expected = dump_config_file({1: entry, 64: entry}).encode()

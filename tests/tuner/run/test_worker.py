@@ -17,7 +17,7 @@ from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure import runners
-from tuner.measure.runners import InterpreterRunner, make_runner
+from tuner.measure.runners import make_runner
 from tuner.measure.trial import TrialResult
 from tuner.run.worker import (
     ContextLost,
@@ -88,13 +88,22 @@ ENV |= dict.fromkeys(("torch", "triton", "tuner"), "t") | {"device_name": "TRITO
 ENV |= {"gpu_name": "TRITON_INTERPRETER"}
 
 
-def make_store(folder, strategy="optuna"):
+L20 = {"device_name": "NVIDIA_L20", "gpu_name": "NVIDIA L20", "compute_capability": "8.9"}
+
+
+def make_store(folder, strategy="optuna", backend=None):
+    """SPEC's sweep by `strategy` on the interpreter in a new store in `folder`; with `backend`
+    (cuda or interpreter) a grid sweep on an L20 over a custom space, measured by it."""
     url = f"sqlite:///{folder}/tuner.db"
     engine = open_store(url)
+    spec, env = replace(SPEC, strategy=strategy), ENV
+    if backend is not None:
+        gpu = replace(SPEC, device_name="NVIDIA_L20", strategy="grid", space="custom")
+        spec, env = gpu, ENV | L20
     with session_scope(engine) as session:
-        sweep, _ = repo.create_sweep(session, replace(SPEC, strategy=strategy))
-        environment_id = repo.get_or_create_environment(session, **ENV)
-    runner = InterpreterRunner("TRITON_INTERPRETER")
+        sweep, _ = repo.create_sweep(session, spec)
+        environment_id = repo.get_or_create_environment(session, **env)
+    runner = make_runner(backend or "interpreter", device_name=spec.device_name)
     return engine, WorkerSpec(url, sweep.sweep_id, "w1", runner), environment_id
 
 
@@ -126,8 +135,6 @@ def stored(engine, task_id):
 
 @pytest.mark.parametrize("kill_at", [0, 1, 3, 5])
 def test_killed_task_resumes_without_losing_or_repeating_a_trial(tmp_path, kill_at):
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
     engine, spec, environment_id = make_store(tmp_path / "a")
     task = claim(engine, spec)
     run_task(engine, spec, task, environment_id, vllm_space())
@@ -233,25 +240,6 @@ def test_the_gate_compiles_grids_planned_start_and_prunes_without_a_launch(tmp_p
     engine.dispose()
 
 
-def then_m32(engine, spec, environment_id, strategy: str) -> tuple[int, WorkerSpec]:
-    """Run and finish the store's M=16 task, then open a sweep of the same shape at M=32 with
-    `strategy`; returns the M=16 task's id and a worker of the new sweep."""
-    task = claim(engine, spec)
-    run_task(engine, spec, task, environment_id, vllm_space())
-    with session_scope(engine) as session:
-        repo.finish_task(session, task_id=task.task_id, worker_id=spec.worker_id, state="done")
-        sweep, _ = repo.create_sweep(
-            session,
-            replace(SPEC, strategy=strategy, m_values=[32]),
-        )
-    return task.task_id, WorkerSpec(
-        db_url=spec.db_url,
-        sweep_id=sweep.sweep_id,
-        worker_id="w1",
-        runner=InterpreterRunner("TRITON_INTERPRETER"),
-    )
-
-
 def test_a_guided_task_starts_from_the_winner_and_learns_from_the_trials_of_a_neighbouring_m(
     tmp_path, monkeypatch
 ):
@@ -266,7 +254,12 @@ def test_a_guided_task_starts_from_the_winner_and_learns_from_the_trials_of_a_ne
 
     monkeypatch.setattr(GuidedStrategy, "search", spy)
     engine, spec, environment_id = make_store(tmp_path)  # M=16 by optuna, M=32 guided
-    first, later = then_m32(engine, spec, environment_id, "guided")
+    first = claim(engine, spec)
+    run_task(engine, spec, first, environment_id, vllm_space())
+    with session_scope(engine) as session:
+        repo.finish_task(session, task_id=first.task_id, worker_id=spec.worker_id, state="done")
+        sweep, _ = repo.create_sweep(session, replace(SPEC, strategy="guided", m_values=[32]))
+    later = replace(spec, sweep_id=sweep.sweep_id)
     compiler = FakeCompiler()
     run_task(engine, later, claim(engine, later), environment_id, vllm_space(), compiler=compiler)
     # M=16's fastest trial (70 us) is the neighbour M=32 starts from, after the default.
@@ -274,7 +267,7 @@ def test_a_guided_task_starts_from_the_winner_and_learns_from_the_trials_of_a_ne
     # M=16's ok trials, in the order they were stored (its 256-row tiles ran out of resources).
     ok = [
         (KernelConfig.from_dict(t.config), t.latency_us)
-        for t in stored(engine, first)
+        for t in stored(engine, first.task_id)
         if t.status == "ok"
     ]
     assert len(ok) >= BUDGET - 1 and given == [[ok]]
@@ -282,8 +275,6 @@ def test_a_guided_task_starts_from_the_winner_and_learns_from_the_trials_of_a_ne
 
 
 def test_a_larger_budget_resumes_the_search_and_measures_only_new_trials(tmp_path):
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
     engine, spec, environment_id = make_store(tmp_path / "a")
     task = claim(engine, spec)
     run_task(engine, spec, replace(task, budget=BUDGET + 4), environment_id, vllm_space())
@@ -413,19 +404,6 @@ def test_guided_stores_its_pruned_trials_beyond_the_budget_and_resumes_without_m
     ]
 
 
-def make_gpu_store(folder, backend):
-    """A grid sweep on an L20 over a custom space, measured by `backend` (cuda or interpreter)."""
-    url = f"sqlite:///{folder}/tuner.db"
-    engine = open_store(url)
-    spec = replace(SPEC, device_name="NVIDIA_L20", strategy="grid", space="custom")
-    env = dict(ENV, device_name="NVIDIA_L20", gpu_name="NVIDIA L20", compute_capability="8.9")
-    with session_scope(engine) as session:
-        sweep, _ = repo.create_sweep(session, spec)
-        environment_id = repo.get_or_create_environment(session, **env)
-    runner = make_runner(backend, device_name="NVIDIA_L20")
-    return engine, WorkerSpec(url, sweep.sweep_id, "w1", runner), environment_id
-
-
 def stored_n(engine, task_id):
     return [(t.config["BLOCK_SIZE_N"], t.status) for t in stored(engine, task_id)]
 
@@ -445,15 +423,14 @@ SPACE = [
 def test_a_crash_on_cuda_restarts_the_process_and_the_task_goes_on(tmp_path):
     StubRunner.crashing_n = 256
     assert [c.BLOCK_SIZE_N for c in SPACE] == [32, 64, 128, 256, 32, 64]
-    (tmp_path / "interpreter").mkdir()
-    engine, spec, environment_id = make_gpu_store(tmp_path / "interpreter", "interpreter")
+    engine, spec, environment_id = make_store(tmp_path / "interpreter", backend="interpreter")
     task = claim(engine, spec)
     run_task(engine, spec, task, environment_id, SPACE)  # records the crash and goes on
     uninterrupted = stored_n(engine, task.task_id)
     assert uninterrupted[:5] == [(128, "ok"), (32, "ok"), (64, "ok"), (128, "ok"), (256, "crashed")]
     assert len(uninterrupted) > 5
 
-    engine, spec, environment_id = make_gpu_store(tmp_path, "cuda")
+    engine, spec, environment_id = make_store(tmp_path, backend="cuda")
     task = claim(engine, spec)
     StubRunner.measured = []
     with pytest.raises(ContextLost, match="illegal memory access"):
@@ -471,7 +448,7 @@ def test_a_crash_on_cuda_restarts_the_process_and_the_task_goes_on(tmp_path):
 
 
 def test_a_task_taken_from_the_worker_records_nothing(tmp_path):
-    engine, spec, environment_id = make_gpu_store(tmp_path, "cuda")
+    engine, spec, environment_id = make_store(tmp_path, backend="cuda")
     task = claim(engine, spec)
     with session_scope(engine) as session:
         repo.release_tasks(session, worker_id=spec.worker_id)
@@ -492,15 +469,14 @@ def test_a_task_that_fails_on_a_broken_cuda_context_restarts_the_process(
     from db.models import Task
     from tuner.run import worker
 
-    engine, spec, _ = make_gpu_store(tmp_path, "cuda")
-    env = dict(ENV, device_name="NVIDIA_L20", gpu_name="NVIDIA L20", compute_capability="8.9")
+    engine, spec, _ = make_store(tmp_path, backend="cuda")
     calls = []
 
     def failing_task(*args, **kwargs):
         calls.append(args[2].task_id)
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
-    monkeypatch.setattr(runners.GpuRunner, "environment", lambda self, kernel, family: env)
+    monkeypatch.setattr(runners.GpuRunner, "environment", lambda self, kernel, family: ENV | L20)
     monkeypatch.setattr(worker, "run_task", failing_task)
     monkeypatch.setattr(worker, "_cuda_usable", lambda: usable)
     if usable:
