@@ -195,64 +195,54 @@ UNKNOWN_H100 = (
 )
 OTHER = config_file_name(*SHAPE_A, "TRITON_INTERPRETER")
 NO_1024 = config_file_name(1024, 1024, DEVICE)
+H100_ROUTES = "configs configs.zip preview/configs releases imports".split()
 
 
 @pytest.mark.parametrize(
-    ("path", "status", "detail"),
+    ("path", "detail"),
     [
-        ("/devices/NVIDIA_H100/configs", 404, UNKNOWN_H100),
-        ("/devices/NVIDIA_H100/configs.zip", 404, UNKNOWN_H100),
-        (f"/devices/NVIDIA_H100/configs/{H100_FILE}", 404, UNKNOWN_H100),
-        ("/devices/NVIDIA_H100/preview/configs", 404, UNKNOWN_H100),
-        ("/devices/NVIDIA_H100/releases", 404, UNKNOWN_H100),
-        ("/devices/NVIDIA_H100/imports", 404, UNKNOWN_H100),
+        *((f"/devices/NVIDIA_H100/{route}", UNKNOWN_H100) for route in H100_ROUTES),
+        (f"/devices/NVIDIA_H100/configs/{H100_FILE}", UNKNOWN_H100),
         (
             "/devices/H200/configs",
-            404,
             "NVIDIA_H200 has no release yet: `tuner publish --device NVIDIA_H200` makes one; "
             "/devices/NVIDIA_H200/preview/configs shows what it would contain",
         ),
-        ("/devices/L20/configs?release=3", 404, "NVIDIA_L20 has no release 3; releases: 1"),
+        ("/devices/L20/configs?release=3", "NVIDIA_L20 has no release 3; releases: 1"),
         (
             f"/devices/L20/configs/{NO_1024}",
-            404,
             f"no file {NO_1024!r} in {DEVICE} release 1; files: {FILE_A}",
         ),
         (
             f"/devices/L20/configs/{OTHER}",
-            404,
             f"{OTHER!r} names device 'TRITON_INTERPRETER', not {DEVICE!r}",
         ),
         (
             f"/devices/L20/configs/{FILE_B}",
-            404,
             f"no file {FILE_B!r} in {DEVICE} release 1: {SKIPPED_B} (--allow-stale uses them); "
             f"/devices/{DEVICE}/preview/configs/{FILE_B}?partial=true merges what there is",
         ),
         (
             f"/devices/L20/preview/configs/{FILE_B}",
-            404,
             f"no file {FILE_B!r} yet: no winner yet for M=16, 32; ?partial=true serves what "
             "there is; M=16 only have trials of another kernel or Triton (?allow_stale=true uses "
             "them)",
         ),
         (
             "/devices/H200/mounts",
-            404,
             "NVIDIA_H200 has no complete file to mount yet; ?partial=true mounts what there is; "
             "2 ok trial(s) of another kernel or Triton left out (?allow_stale=true uses them)",
         ),
         (
             "/devices/bad%2Fname/configs",
-            404,
             "no route for GET /devices/bad/name/configs; the routes are at /docs",
         ),
-        ("/sweeps/99", 404, "no sweep with id 99"),
+        ("/sweeps/99", "no sweep with id 99"),
     ],
 )
-def test_a_404_says_what_there_is(client: TestClient, path: str, status: int, detail: str) -> None:
+def test_a_404_says_what_there_is(client: TestClient, path: str, detail: str) -> None:
     response = client.get(path)
-    assert (response.status_code, response.json()) == (status, {"detail": detail})
+    assert (response.status_code, response.json()) == (404, {"detail": detail})
 
 
 @pytest.mark.parametrize(

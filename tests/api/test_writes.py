@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from api.app import create_app
 from api.settings import Settings
+from tests.db.test_files import PLAN
 from tests.storefill import DEFAULT, FAST, SLOW, fill, publish, row_counts
 from tuner.cli.app import app as cli_app
 from tuner.core import VLLM_M_GRID
@@ -38,11 +39,7 @@ TOO_LARGE = f"request body over {LIMIT} bytes (the service's TUNER_MAX_BODY_BYTE
 
 def _filled(folder: Path) -> str:
     url = f"sqlite:///{folder / 'tuner.db'}"
-    plan = {
-        (576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
-        (576, 7168, 16): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 12.0)],
-    }
-    fill(url, plan, m_values=(1, 16))
+    fill(url, PLAN, m_values=(1, 16))
     publish(url)
     return url
 
