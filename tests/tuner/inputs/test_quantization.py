@@ -12,10 +12,8 @@ from tuner.inputs.quantization import NotBlockFp8Error
 
 def args(strategy: str, block=None, *, dynamic=False, kind="float", bits=8) -> dict:
     """The QuantizationArgs fields compressed-tensors writes into config.json that vLLM reads."""
-    return {"block_structure": block, "dynamic": dynamic, "group_size": 128, "num_bits": bits} | {
-        "strategy": strategy,
-        "type": kind,
-    }
+    fields = {"block_structure": block, "dynamic": dynamic, "group_size": 128, "num_bits": bits}
+    return fields | {"strategy": strategy, "type": kind}
 
 
 def group(weights: dict, activations: dict | None) -> dict:
@@ -64,11 +62,7 @@ REFUSED = [  # (quantization_config, part of its one-line message, valid but not
         True,
     ),
     (FP8_GROUP, f"{GROUP_0} weights are FP8 per-group (1 x group_size), not 128x128", True),
-    (
-        FP8_TENSOR,
-        f"{GROUP_0} weights are FP8 per-tensor, not 128x128 blocks: {NOTHING}",
-        True,
-    ),
+    (FP8_TENSOR, f"{GROUP_0} weights are FP8 per-tensor, not 128x128 blocks: {NOTHING}", True),
     (
         compressed(args("block", block=[128, 128]), args("group")),
         f"{GROUP_0} block FP8 weights without dynamic input_activations: vLLM runs",
