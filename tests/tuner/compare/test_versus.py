@@ -43,6 +43,9 @@ from tuner.measure.trial import TrialResult
 DEFAULT = default_config()
 TUNED = KernelConfig(16, 64, 128, 1, 4, 3)
 OK, FAILED, UNAVAILABLE = ComparisonStatus
+CAPTURING = "operation not permitted when stream is capturing"
+CUTLASS = "CutlassFp8BlockScaledMMKernel"
+FLASHINFER = "FlashInferFp8DeepGEMMDynamicBlockScaledKernel"
 
 
 class FakeRunner:
@@ -63,7 +66,7 @@ class FakeRunner:
 
     def sample_us(self, candidate: Candidate) -> float:
         if candidate.backend in self.uncapturable:
-            raise RuntimeError("operation not permitted when stream is capturing")
+            raise RuntimeError(CAPTURING)
         self.sampled.append(candidate.backend)
         return self.samples[candidate.backend].pop(0)
 
@@ -115,12 +118,7 @@ def test_a_kernel_that_checks_but_cannot_be_timed_fails_and_the_others_are_timed
     # Interleaved: tuned's first sample, then marlin raised; tuned alone then takes 2 more.
     assert [(t.backend, t.status, t.latency_us, t.note) for t in point.times] == [
         (TRITON_TUNED, OK, 13.0, "16x64x128 g1 w4 s3"),
-        (
-            VLLM_MARLIN,
-            FAILED,
-            None,
-            "timing: RuntimeError: operation not permitted when stream is capturing",
-        ),
+        (VLLM_MARLIN, FAILED, None, f"timing: RuntimeError: {CAPTURING}"),
     ]
 
 
@@ -189,15 +187,11 @@ def test_vllms_selection_answers_else_the_table_per_shape_with_the_reason() -> N
 
     def choose(N, K, out_dtype, model_type):
         asked.append((N, K, out_dtype, model_type))
-        return (
-            "CutlassFp8BlockScaledMMKernel"
-            if N == 256
-            else "FlashInferFp8DeepGEMMDynamicBlockScaledKernel"
-        )
+        return CUTLASS if N == 256 else FLASHINFER
 
     assert default_kernels(SHAPES, "9.0", "bfloat16", "qwen3_5_text", choose) == {
-        (256, 384): VllmDefault(("vllm-cutlass",), "CutlassFp8BlockScaledMMKernel", BY_SELECTION),
-        (576, 256): VllmDefault((), "FlashInferFp8DeepGEMMDynamicBlockScaledKernel", BY_SELECTION),
+        (256, 384): VllmDefault(("vllm-cutlass",), CUTLASS, BY_SELECTION),
+        (576, 256): VllmDefault((), FLASHINFER, BY_SELECTION),
     }
     assert asked == [(*shape, "bfloat16", "qwen3_5_text") for shape in SHAPES]
 
@@ -296,11 +290,7 @@ def test_marlin_processes_each_weight_copy_untimed_and_matches_the_reference(sta
     )
     problem = Problem(M=3, N=200, K=256)
     runner = CandidateRunner(
-        problem,
-        device="cpu",
-        library=kernels,
-        interpreter_reps=2,
-        timer=_Timer(marlin),
+        problem, device="cpu", library=kernels, interpreter_reps=2, timer=_Timer(marlin)
     )
     checked = runner.check(Candidate(VLLM_MARLIN))
     assert checked.status is TrialStatus.OK and checked.rel_error < 5e-3
@@ -320,7 +310,7 @@ def test_vllms_selection_is_asked_for_a_block_fp8_layer_as_a_server_asks(
 ) -> None:
     """The stand-in's DeepGEMM takes a layer only with the server's model config (its type),
     the weight shape and the out dtype it is given: each is passed on."""
-    deepgemm, cutlass = "DeepGemmFp8BlockScaledMMKernel", "CutlassFp8BlockScaledMMKernel"
+    deepgemm, cutlass = "DeepGemmFp8BlockScaledMMKernel", CUTLASS
     monkeypatch.setenv(CAPABILITY_VARIABLE, "9.0")
     assert vllm_choice(7168, 18432, "bfloat16", "deepseek_v3") == deepgemm
     assert vllm_choice(7168, 18432, "float16", "deepseek_v3") == cutlass

@@ -73,21 +73,17 @@ def test_a_wrong_result_is_caught_and_fp16_output_runs():
         KernelRunner(Problem(1, 64, 128, out_dtype="float32"), device="cpu")
 
 
-def test_launch_failures_are_classified():
-    assert [
-        classify_error(exc)
-        for exc in (
-            OutOfResources(300_000, 232_448, "shared memory"),
-            PTXASError("`ptxas` raised SIGSEGV"),
-            CompilationError("src", None, "bad"),
-            RuntimeError("CUDA error: an illegal memory access"),
-        )
-    ] == [
-        TrialStatus.OUT_OF_RESOURCES,
-        TrialStatus.COMPILE_ERROR,
-        TrialStatus.COMPILE_ERROR,
-        TrialStatus.CRASHED,
-    ]
+@pytest.mark.parametrize(
+    ("exc", "status"),
+    [
+        (OutOfResources(300_000, 232_448, "shared memory"), TrialStatus.OUT_OF_RESOURCES),
+        (PTXASError("`ptxas` raised SIGSEGV"), TrialStatus.COMPILE_ERROR),
+        (CompilationError("src", None, "bad"), TrialStatus.COMPILE_ERROR),
+        (RuntimeError("CUDA error: an illegal memory access"), TrialStatus.CRASHED),
+    ],
+)
+def test_launch_failures_are_classified(exc, status):
+    assert classify_error(exc) is status
 
 
 TIMED = Problem(M=16, N=256, K=256)

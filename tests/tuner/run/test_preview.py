@@ -89,9 +89,5 @@ def test_only_long_interpreter_plans_need_confirmation():
 
 
 def test_duration():
-    assert [duration(s) for s in (40, 720, 3600 * 3.5, 86400 * 2.1)] == [
-        "40 s",
-        "12 min",
-        "3.5 h",
-        "2.1 days",
-    ]
+    seconds = (40, 720, 3600 * 3.5, 86400 * 2.1)
+    assert [duration(s) for s in seconds] == ["40 s", "12 min", "3.5 h", "2.1 days"]
