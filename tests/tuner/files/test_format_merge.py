@@ -14,12 +14,7 @@ import pytest
 from tests.storefill import FAST, SLOW
 from tuner.cli.export import runs_summary
 from tuner.core import CONFIG_KEYS, REQUIRED_M, VLLM_M_GRID
-from tuner.files.format import (
-    coverage_summary,
-    dump_config_file,
-    parse_config_file,
-    vllm_pick_key,
-)
+from tuner.files.format import coverage_summary, dump_config_file, parse_config_file, vllm_pick_key
 from tuner.files.merge import (
     DeviceFile,
     PartialFileError,

@@ -6,12 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.inputs.backends import (
-    backend_lines,
-    device_advice,
-    kernel_verdict,
-    selected_kernel,
-)
+from tuner.inputs.backends import backend_lines, device_advice, kernel_verdict, selected_kernel
 from tuner.inputs.logs import scan_lines
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.gpus import KNOWN_GPUS, MAX_SHARED_BYTES

@@ -8,12 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.inputs.hfconfig import (
-    MoeShape,
-    derive_shapes,
-    model_type_of,
-    read_config,
-)
+from tuner.inputs.hfconfig import MoeShape, derive_shapes, model_type_of, read_config
 
 FP8 = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
 # Llama-3-8B-like: no head_dim (hidden / heads = 128), GQA 32 / 8.

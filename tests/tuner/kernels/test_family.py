@@ -13,12 +13,7 @@ from tuner.kernels.dense.family import DENSE, config_file_name
 from tuner.kernels.dense.space import default_config, specialization_key, vllm_space
 from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
 from tuner.kernels.moe.family import MOE
-from tuner.kernels.registry import (
-    FAMILIES,
-    family_of_file,
-    family_of_part,
-    get_family,
-)
+from tuner.kernels.registry import FAMILIES, family_of_file, family_of_part, get_family
 from tuner.kernels.shape import FamilyShape, Shape, as_block_shape, block_shape_text, store_columns
 
 

@@ -18,10 +18,7 @@ from triton.runtime.jit import JITFunction
 from tuner.kernels import interpreter
 from tuner.kernels.accuracy import relative_error
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.kernel import (
-    w8a8_block_fp8_matmul,
-    w8a8_block_fp8_matmul_kernel,
-)
+from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul, w8a8_block_fp8_matmul_kernel
 from tuner.kernels.dense.space import VLLM_AXES, default_config
 from tuner.kernels.dense.workload import BlockFp8Inputs, make_inputs, reference_matmul
 from tuner.kernels.interpreter import fix_interpreter_index

@@ -202,8 +202,7 @@ def test_the_familys_files_are_mounted_and_pulled_into_its_own_folder(toy) -> No
 
 def test_a_file_is_verified_against_the_familys_own_default(toy) -> None:
     checked = KernelRunner(
-        Problem(3, 96, 80, None, "bfloat16", family="toy", params=(("G", 2),)),
-        device="cpu",
+        Problem(3, 96, 80, None, "bfloat16", family="toy", params=(("G", 2),)), device="cpu"
     ).check(SPACE[0])  # the toy's kernel against its float64 reference
     assert checked.status is TrialStatus.OK and checked.rel_error < 1e-2, checked
     faster = KernelConfig(32, 32, 32, 1, 4, 2)

@@ -18,13 +18,7 @@ from tuner.kernels.dense.space import default_config
 from tuner.measure import noise
 from tuner.measure.noise import TimingPlan, WallTimer
 from tuner.measure.runner import KEPT_SAMPLERS, REL_TOL, KernelRunner, Problem, classify_error
-from tuner.measure.runners import (
-    GpuRunner,
-    InterpreterRunner,
-    ReplayRunner,
-    Runner,
-    make_runner,
-)
+from tuner.measure.runners import GpuRunner, InterpreterRunner, ReplayRunner, Runner, make_runner
 
 PROBLEM = Problem(M=5, N=192, K=256, block_shape=(128, 128), out_dtype="bfloat16")
 SMALL = KernelConfig(16, 64, 64, 1, 4, 2)
