@@ -34,8 +34,8 @@ _WORKLOAD_HELP = "; ".join(f"{w.name}: {w.about}" for w in WORKLOADS.values())
 UrlOpt = typer.Option(help="Its server's base URL; /health must answer 200 when it is ready.")
 CmdOpt = typer.Option(
     help="A command that starts its server (`vllm serve ...`, `docker run ...`): started when "
-    "its runs come, stopped before the other arm's, its log kept [default: a server already "
-    "running at the URL]."
+    "its runs come, stopped before the other arm's command starts, its log kept [default: a "
+    "server already running at the URL]."
 )
 COLUMNS = [
     Column("metric", text=True),
