@@ -3,7 +3,7 @@ its client runs kept one by one, its result, and the latest verdict of a release
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from db.connection import dialect_insert
-from db.models import AbRun, AbTest, Device, Release, utcnow
+from db.models import AbRun, AbTest, Device, Release, take, utcnow
 from db.work import get_or_create_device
 
 __all__ = [
@@ -97,7 +97,7 @@ def open_ab(
 
 def record_ab_run(session: Session, *, ab_test_id: int, run: AbRunRow) -> None:
     """Keep one client run; a run already kept under the same (block, arm, workload) stays."""
-    values = {"ab_test_id": ab_test_id, **run.__dict__, "created_at": utcnow()}
+    values = {"ab_test_id": ab_test_id, **asdict(run), "created_at": utcnow()}
     insert = dialect_insert(session, AbRun).values(**values)
     session.execute(
         insert.on_conflict_do_nothing(index_elements=["ab_test_id", "block", "arm", "workload"])
@@ -109,27 +109,13 @@ def ab_runs(session: Session, *, ab_test_id: int) -> list[AbRunRow]:
     rows = session.scalars(
         select(AbRun).where(AbRun.ab_test_id == ab_test_id).order_by(AbRun.ab_run_id)
     )
-    return [AbRunRow(r.block, r.arm, r.workload, r.seed, r.metrics, r.client_result) for r in rows]
+    return [take(AbRunRow, row) for row in rows]
 
 
 def finish_ab(session: Session, *, ab_test_id: int, result: dict[str, Any], verdict: str) -> None:
     """Store the A/B's estimates and overall verdict (again, when it is extended later)."""
     row = session.get_one(AbTest, ab_test_id)
     row.result, row.verdict, row.finished_at = result, verdict, utcnow()
-
-
-def _info(row: AbTest, device_name: str | None, release: int | None) -> AbInfo:
-    return AbInfo(
-        row.ab_test_id,
-        row.key,
-        device_name,
-        release,
-        row.spec,
-        row.result,
-        row.verdict,
-        row.created_at,
-        row.finished_at,
-    )
 
 
 def list_abs(session: Session, *, device_name: str | None = None) -> list[AbInfo]:
@@ -142,7 +128,8 @@ def list_abs(session: Session, *, device_name: str | None = None) -> list[AbInfo
     )
     if device_name is not None:
         query = query.where(Device.device_name == device_name)
-    return [_info(row, name, number) for row, name, number in session.execute(query)]
+    found = session.execute(query)
+    return [take(AbInfo, row, device_name=name, release=number) for row, name, number in found]
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ class Run:
     workload: str
     seed: int
     metrics: dict[str, float]
-    result: dict[str, Any]
+    client_result: dict[str, Any]
 
 
 def steps(plan: Plan) -> list[Step]:

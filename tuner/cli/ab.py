@@ -240,7 +240,7 @@ def _run(store: Engine, plan: Plan, ab_id: int) -> None:
     plain(f"A/B {ab_id}: {len(done)} runs kept; logs and client results in {plan.folder}")
 
     def record(run: Run) -> None:
-        row = repo.AbRunRow(run.block, run.arm, run.workload, run.seed, run.metrics, run.result)
+        row = repo.AbRunRow(**asdict(run))
         with session_scope(store) as session:
             repo.record_ab_run(session, ab_test_id=ab_id, run=row)
 
@@ -263,7 +263,7 @@ def _finish(store: Engine, plan: Plan, ab_id: int, min_effect: float) -> str:
     """Print the A/B's tables and store its result; return its verdict."""
     with session_scope(store) as session:
         kept = repo.ab_runs(session, ab_test_id=ab_id)
-        runs = [Run(r.block, r.arm, r.workload, r.seed, r.metrics, r.client_result) for r in kept]
+        runs = [Run(**asdict(row)) for row in kept]
         found = verdicts(plan.workloads, runs, min_effect=min_effect)
         verdict = _report(plan, found, min_effect)
         estimates = {w: [asdict(e) for e in es] for w, es in found.items()}
