@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tuner.inputs.logs import read_log
+from tuner.inputs.logs import scan_lines
 
 _READ_RE = re.compile(r"Using configuration from (?P<path>.+?) for (?:W8A8 Block FP8 kernel|MoE)")
 
@@ -139,6 +139,6 @@ def proof(log: Path) -> Proof:
     """Read an arm's log (see the module's docstring for the lines)."""
     lines = log.read_text(errors="replace").splitlines()
     read = [Path(m["path"]).name for line in lines if (m := _READ_RE.search(line))]
-    scan = read_log(log)
+    scan = scan_lines(lines)
     missing = [Path(f.path).name for files in scan.files.values() for f in files]
     return Proof(tuple(dict.fromkeys(read)), tuple(dict.fromkeys(missing)), scan.kernel_line)
