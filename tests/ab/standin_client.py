@@ -5,7 +5,8 @@ jitter by seed (the real client and server run in tests/ab/test_real_server.py).
     python standin_client.py SETTINGS.json <the client arguments tuner ab passes>
 
 SETTINGS: {"ports": {"<port>": {"ttft_ms": .., "tok_s": ..}}, "fail_seeds": [..],
-"calls": "<file each call appends its seed to>", "sleep_s": seconds each call takes}.
+"calls": "<file each call appends its seed to>", "sleep_s": seconds each call takes,
+"mute_seeds": [seeds whose call writes no result]}.
 """
 
 import argparse
@@ -27,6 +28,8 @@ with open(settings["calls"], "a") as calls:
 if args.seed in settings.get("fail_seeds", []):
     sys.exit(3)
 time.sleep(settings.get("sleep_s", 0))
+if args.seed in settings.get("mute_seeds", []):  # exits 0 with no result written
+    sys.exit(0)
 port = str(urlsplit(args.base_url).port)
 arm = settings["ports"][port]
 jitter = 1 + 0.005 * ((args.seed * 7) % 5 - 2)  # within +-1%

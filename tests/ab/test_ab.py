@@ -146,10 +146,11 @@ def stage(tmp_path: Path):
     settings = {"ports": {}, "calls": str(tmp_path / "calls.txt")}
     path = tmp_path / "settings.json"
 
-    def set_arms(baseline_ttft: float, candidate_ttft: float, fail_seeds=(), sleep_s=0.0) -> None:
+    def set_arms(baseline_ttft, candidate_ttft, fail_seeds=(), sleep_s=0.0, mute_seeds=()) -> None:
         arms = zip(ports, (baseline_ttft, candidate_ttft), strict=True)
         settings["ports"] = {str(p): {"ttft_ms": t, "tok_s": 100.0} for p, t in arms}
         settings["fail_seeds"], settings["sleep_s"] = list(fail_seeds), sleep_s
+        settings["mute_seeds"] = list(mute_seeds)
         path.write_text(json.dumps(settings))
 
     def args(*more: str) -> list[str]:
@@ -241,6 +242,19 @@ def test_a_failed_run_stops_the_ab_and_the_same_command_resumes(stage) -> None:
     more = invoke(*args("--blocks", "4"))  # the last --blocks counts
     assert more.exit_code == 0, more.output
     assert [r[3] for r in rows()] == [0, 1, 2, 3, 4, 5, 6, 7]  # more blocks extend it
+
+
+def test_a_client_that_writes_no_result_is_one_line_and_exit_2(stage) -> None:
+    set_arms, args, rows, _, tmp_path, _ = stage
+    set_arms(100.0, 100.0, mute_seeds=[1])
+    result = invoke(*args("--no-warmup"))
+    assert result.exit_code == 2
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    missing = tmp_path / "ab" / "runs" / "001-candidate-prefill-cached.json"
+    assert line.startswith(
+        f"error: block 1 candidate prefill-cached: the client left no readable result {missing}: "
+    )
+    assert [r[3] for r in rows()] == [0]
 
 
 def test_an_arm_that_never_answers_is_one_line_and_exit_2(stage) -> None:

@@ -123,7 +123,8 @@ def run_client(plan: Plan, arm: Arm, step: Step) -> Run:
     """Run the load client once against an arm and read its result.
 
     Raises:
-        ClientError: the client cannot start, exits non-zero, or its result is incomplete.
+        ClientError: the client cannot start, exits non-zero, leaves no readable JSON, or its
+            result is incomplete.
     """
     stem = f"{step.block + 1:03d}-{step.arm}-{step.workload.name}" + ("-warmup" * step.warmup)
     runs = plan.folder / "runs"
@@ -145,7 +146,11 @@ def run_client(plan: Plan, arm: Arm, step: Step) -> Run:
             raise ClientError(f"cannot run the client {plan.client[0]}: {exc}") from None
     if code != 0:
         raise ClientError(f"{step.label}: the client exited with code {code}; see {out.name}")
-    data = json.loads(result.read_text())
+    try:
+        data = json.loads(result.read_text())
+    except (OSError, ValueError) as exc:
+        why = f"the client left no readable result {result}: {exc}"
+        raise ClientError(f"{step.label}: {why}") from None
     metrics = step.workload.read(data, plan.load)
     return Run(step.block, step.arm, step.workload.name, step.seed, metrics, data)
 
