@@ -27,7 +27,8 @@ def _bin_dir() -> Path | None:
     return versions[-1].parent if versions else None
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listened on a moment ago."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -43,7 +44,7 @@ class PrivatePostgres:
         self.bin_dir = bin_dir
         self.folder = Path(tempfile.mkdtemp(prefix="tuner-pg-"))
         self.data = self.folder / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
 
     @staticmethod

@@ -10,7 +10,6 @@ import math
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from db import repo
 from db.models import AbRun, AbTest
 from db.repo import NewFile
 from tests.cli.common import invoke, ok, one_line_error, service, session_on
+from tests.pgserver import free_port
 from tuner.ab.arms import Arm, ArmError, healthy, proof
 from tuner.ab.run import WARMUP_SEED, Plan, run_ab
 from tuner.ab.stats import estimate, schedule
@@ -126,12 +126,6 @@ def test_a_log_says_which_files_were_read_and_missed(tmp_path: Path) -> None:
     assert said.missing == (MISSED.rsplit("/", 1)[1],)
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _server(root: Path, port: int, say: str = "") -> tuple[str, ...]:
     """The argv of a server whose /health answers 200 (a file), printing `say` first."""
     (root / "health").write_text("ok")
@@ -142,7 +136,7 @@ def _server(root: Path, port: int, say: str = "") -> tuple[str, ...]:
 @pytest.fixture
 def stage(tmp_path: Path):
     """Two server commands (baseline, candidate), the stand-in client's settings and the store."""
-    ports = [_port(), _port()]
+    ports = [free_port(), free_port()]
     settings = {"ports": {}, "calls": str(tmp_path / "calls.txt")}
     path = tmp_path / "settings.json"
 
@@ -276,7 +270,7 @@ def test_a_release_needs_its_device_and_must_exist(stage) -> None:
 
 
 def test_a_candidate_that_read_none_of_the_release_stops(tmp_path: Path) -> None:
-    port = _port()
+    port = free_port()
     settings = tmp_path / "settings.json"
     ports = {str(port): {"ttft_ms": 1.0, "tok_s": 1.0}}
     settings.write_text(json.dumps({"ports": ports, "calls": str(tmp_path / "calls")}))

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import os
 import shlex
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,7 +26,8 @@ from sqlalchemy.orm import Session
 
 from db.models import AbTest
 from tests.cli.common import invoke
-from tuner.ab.arms import healthy
+from tests.pgserver import free_port
+from tuner.ab.arms import Arm, Server, healthy
 
 VLLM_ENV = "TUNER_AB_VLLM"
 HERE = Path(__file__).parent
@@ -56,12 +55,6 @@ def model(vllm: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _serve(vllm: Path, model: Path, port: int, *flags: str) -> list[str]:
     """`vllm serve` of the model on 127.0.0.1:port, eager, with flags."""
     head = [str(vllm), "serve", str(model), "--host", "127.0.0.1", "--port", str(port)]
@@ -82,23 +75,16 @@ def _ab(tmp_path: Path, vllm: Path, model: Path, *arms: str, more: tuple = ()) -
 
 @pytest.fixture
 def cached(vllm: Path, model: Path, tmp_path: Path) -> Iterator[str]:
-    """A running server with prefix caching on: its URL."""
-    port = _port()
-    argv = _serve(vllm, model, port, "--enable-prefix-caching")
-    with (tmp_path / "server.log").open("wb") as log:
-        env = {**os.environ, **SERVER_ENV}
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
+    """A running server with prefix caching on (started as tuner ab starts a command arm):
+    its URL."""
+    port = free_port()
+    argv = tuple(_serve(vllm, model, port, "--enable-prefix-caching"))
+    server = Server(Arm("cached", f"http://127.0.0.1:{port}", argv, SERVER_ENV), tmp_path / "log")
+    server.start(timeout_s=600)
     try:
-        deadline = time.monotonic() + 600
-        while not healthy(url):
-            assert process.poll() is None, "the server exited; see its log"
-            assert time.monotonic() < deadline, "the server did not answer /health in 600 s"
-            time.sleep(1)
-        yield url
+        yield server.arm.url
     finally:
-        process.terminate()
-        process.wait(60)
+        server.stop()
 
 
 def test_an_aa_is_noise_and_turning_the_cache_on_is_faster(
@@ -117,7 +103,7 @@ def test_an_aa_is_noise_and_turning_the_cache_on_is_faster(
     # A/B: a server tuner ab starts (cache off) against the running one (cache on).
     for name, value in SERVER_ENV.items():
         monkeypatch.setenv(name, value)
-    port = _port()
+    port = free_port()
     off = shlex.join(_serve(vllm, model, port, "--no-enable-prefix-caching"))
     arms = ("--baseline", f"http://127.0.0.1:{port}", "--baseline-cmd", off)
     arms += ("--candidate", cached, "--blocks", "2", "--health-timeout", "600")

@@ -3,7 +3,6 @@
 import io
 import json
 import re
-import socket
 import subprocess
 import sys
 import zipfile
@@ -13,6 +12,7 @@ import pytest
 
 from tests.cli.common import query
 from tests.cli.robust import wait_for
+from tests.pgserver import free_port
 
 # M = 1 and a multiple of 16: both specializations of M
 SWEEP = "sweep --device interpreter --model tiny --m 1,32 --strategy optuna --trials 3".split()
@@ -88,9 +88,7 @@ def test_every_trial_is_stored_checked_and_timed_against_the_default_and_served(
 def files_over_http_match_the_winners_in_the_store(folder):
     """`tuner serve` on the store in `folder` serves the files `expected_files` computes."""
     expected = expected_files(folder / "tuner.db")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     serve = ["serve", "--db", f"sqlite:///{folder}/tuner.db", "--port", str(port)]
     server = subprocess.Popen(
         [sys.executable, "-m", "tuner.cli", *serve],
