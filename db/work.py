@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -24,7 +23,6 @@ from typing import Any, cast
 from sqlalchemy import (
     Connection,
     CursorResult,
-    Select,
     and_,
     bindparam,
     delete,
@@ -649,26 +647,9 @@ def task_decision(session: Session, *, task_id: int) -> Decision | None:
 MEASUREMENT_FIELDS = ("kernel_hash", "torch", "triton", "tuner")
 _COPIED = (*CONFIG_KEYS, "environment_id", "is_default", "status", "latency_us", "p20_us")
 _COPIED += ("p80_us", "rel_error", "error", "measure_s", "created_at")
-
-
-def _same_measurement(
-    columns: Iterable[Any], environment: Mapping[str, str], **same: Any
-) -> Select:
-    """`columns` of the trials timed in an environment with the device and `MEASUREMENT_FIELDS`
-    of `environment`, of tasks with the `same` family and shape_params (Task's), block_n,
-    block_k, out_dtype and space (Sweep's)."""
-    tasks = {name: same.pop(name) for name in ("family", "shape_params")}
-    return (
-        select(*columns)
-        .join_from(Trial, Task, Trial.task_id == Task.task_id)
-        .join(Sweep, Task.sweep_id == Sweep.sweep_id)
-        .join(Environment, Trial.environment_id == Environment.environment_id)
-        .join(Device, Environment.device_id == Device.device_id)
-        .where(Device.device_name == environment["device_name"])
-        .where(*(getattr(Environment, name) == environment[name] for name in MEASUREMENT_FIELDS))
-        .where(*(getattr(Task, name) == value for name, value in tasks.items()))
-        .where(*(getattr(Sweep, name) == value for name, value in same.items()))
-    )
+# What else makes two trials one measurement: the task's and the sweep's.
+SAME_TASK = ("family", "shape_params", "N", "K", "M")
+SAME_SWEEP = ("block_n", "block_k", "out_dtype", "space")
 
 
 def adopt_measurements(session: Session, *, task_id: int, environment_id: int) -> int:
@@ -684,61 +665,26 @@ def adopt_measurements(session: Session, *, task_id: int, environment_id: int) -
     task, env = session.get(Task, task_id), session.get(Environment, environment_id)
     if task is None or env is None:
         return 0
-    sweep, device = session.get_one(Sweep, task.sweep_id), session.get_one(Device, env.device_id)
-    environment = {name: getattr(env, name) for name in MEASUREMENT_FIELDS}
-    environment["device_name"] = device.device_name
+    sweep = session.get_one(Sweep, task.sweep_id)
     own = aliased(Trial)
     stored = select(own.trial_id).where(
         own.task_id == task_id, *(getattr(own, k) == getattr(Trial, k) for k in CONFIG_KEYS)
     )
-    source = _same_measurement(
-        [literal(task_id), *(getattr(Trial, name) for name in _COPIED)],
-        environment,
-        family=task.family,
-        shape_params=task.shape_params,
-        **{name: getattr(sweep, name) for name in ("block_n", "block_k", "out_dtype", "space")},
-    ).where(Task.task_id != task_id, Task.N == task.N, Task.K == task.K, Task.M == task.M)
+    same_task = (getattr(Task, name) == getattr(task, name) for name in SAME_TASK)
+    same_sweep = (getattr(Sweep, name) == getattr(sweep, name) for name in SAME_SWEEP)
+    same_env = (getattr(Environment, name) == getattr(env, name) for name in MEASUREMENT_FIELDS)
+    source = (
+        select(literal(task_id), *(getattr(Trial, name) for name in _COPIED))
+        .join_from(Trial, Task, Trial.task_id == Task.task_id)
+        .join(Sweep, Task.sweep_id == Sweep.sweep_id)
+        .join(Environment, Trial.environment_id == Environment.environment_id)
+        .where(Environment.device_id == env.device_id, *same_env, *same_task, *same_sweep)
+        .where(Task.task_id != task_id, ~stored.exists())
+        .order_by(Trial.created_at)
+    )
     inserted = session.execute(
         dialect_insert(session, Trial)
-        .from_select(
-            ["task_id", *_COPIED], source.where(~stored.exists()).order_by(Trial.created_at)
-        )
+        .from_select(["task_id", *_COPIED], source)
         .on_conflict_do_nothing(index_elements=["task_id", *CONFIG_KEYS])
     )
     return max(0, cast(CursorResult, inserted).rowcount or 0)
-
-
-def known_configs(
-    session: Session,
-    *,
-    environment: Mapping[str, str],
-    family: str,
-    shape_params: str,
-    block_shape: tuple[int, int] | None,
-    out_dtype: str,
-    space: str,
-    tasks: Iterable[tuple[int, int, int]],
-) -> dict[tuple[int, int, int], int]:
-    """Per (N, K, M): the distinct configs the store holds of that measurement, in any sweep
-    (`adopt_measurements`'s rule), for the plan's count of trials reused and still to run.
-
-    Args:
-        environment: device_name and `MEASUREMENT_FIELDS` of the environment trials would be
-            timed in.
-        family, shape_params, block_shape, out_dtype, space: the sweep's.
-        tasks: the (N, K, M) asked about.
-
-    Returns:
-        (N, K, M) -> distinct configs stored; absent for none.
-    """
-    wanted = list(tasks)
-    if not wanted:
-        return {}
-    block_n, block_k = block_columns(block_shape)
-    same = {"family": family, "shape_params": shape_params, "block_n": block_n}
-    same |= {"block_k": block_k, "out_dtype": out_dtype, "space": space}
-    columns = [Task.N, Task.K, Task.M, *(getattr(Trial, k) for k in CONFIG_KEYS)]
-    query = _same_measurement(columns, environment, **same).where(
-        or_(*(and_(Task.N == n, Task.K == k, Task.M == m) for n, k, m in wanted))
-    )
-    return dict(Counter(tuple(row[:3]) for row in session.execute(query.distinct())))

@@ -38,10 +38,7 @@ CASES = {
         "{tmp}/bad.json: config #1: missing key(s) BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, "
         "num_warps, num_stages"
     ),
-    "sweep --device L20 --model tiny --gpus 8 --no-run --db sqlite:///{tmp}/new.db": (
-        "--gpus only prints a plan for another host: drop it to create the sweep"
-    ),
-    "TUNER_LEASE_S=2m sweep --device interpreter --model tiny --trials 1 --yes "
+    "TUNER_LEASE_S=2m sweep --device interpreter --model tiny --trials 1 "
     "--db sqlite:///n.db": "TUNER_LEASE_S='2m': give the lease in seconds, a number above 0",
     "sweep --device L2O --model tiny": (
         "no visible GPU matches --device L2O (did you mean 'L20'?); visible: no CUDA GPU"

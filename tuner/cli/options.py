@@ -136,16 +136,6 @@ TrialsOpt = Annotated[
 SweepSeedOpt = Annotated[
     int, typer.Option(min=0, max=2**31 - 1, help="Seed of the search and of the random inputs.")
 ]
-GpusOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--gpus",
-        min=1,
-        max=1024,
-        help="Print the plan for a host with this many matching GPUs and exit, as --dry-run "
-        "[default: the matching GPUs visible here].",
-    ),
-]
 NoRunOpt = Annotated[
     bool,
     typer.Option(
@@ -156,14 +146,8 @@ DryRunOpt = Annotated[
     bool,
     typer.Option(
         "--dry-run",
-        help="Print the plan (tasks, trials, compiles, time estimate) and exit; the store is "
+        help="Print the plan (tasks, trials, time estimate) and exit; the store is "
         "read, never written.",
-    ),
-]
-YesOpt = Annotated[
-    bool,
-    typer.Option(
-        "--yes", help="Start a plan estimated above an hour on the interpreter without asking."
     ),
 ]
 SweepIdOpt = Annotated[

@@ -1,16 +1,14 @@
 """`tuner sweep` and `tuner worker`: tune a model's shapes on the matching GPUs (its plan printed
-first: `tuner.run.plan.preview_sweeps`), or join sweeps created elsewhere."""
+first: `tuner.run.plan.plan_lines`), or join sweeps created elsewhere."""
 
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import replace
 from typing import Annotated, Any
 
 import typer
 
-from db.repo import known_configs, session_scope, stored_trials, sweep_key, trial_times
+from db.repo import session_scope, stored_trials, sweep_key, trial_times
 from tuner.cli.arguments import DEFAULT_M, load_configs, parse_m_values
 from tuner.cli.devices import resolve_kernel_choice, resolve_runner
 from tuner.cli.errors import fail
@@ -20,7 +18,6 @@ from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
     DryRunOpt,
-    GpusOpt,
     InterpreterRepsOpt,
     KernelOpt,
     ModelOpt,
@@ -33,26 +30,14 @@ from tuner.cli.options import (
     TpOpt,
     TrialsOpt,
     TrialTimeoutOpt,
-    YesOpt,
     strategy_names,
 )
 from tuner.cli.output import console, plain, print_sweep_summary
 from tuner.cli.store import existing_store, masked, open_db
 from tuner.core import REQUIRED_M, OutDtype
 from tuner.inputs.shapes import UnknownModelError, load_shapes
-from tuner.kernels.shape import store_columns
-from tuner.measure.runners import Runner, process_environment
-from tuner.run.plan import (
-    SweepRequest,
-    duration,
-    model_requests,
-    needs_confirmation,
-    opened_label,
-    plan,
-    preview_sweeps,
-    space_name,
-    trial_model,
-)
+from tuner.measure.runners import Runner
+from tuner.run.plan import model_requests, opened_label, plan, plan_lines, space_name
 from tuner.run.supervisor import interrupted_exit
 from tuner.run.sweep import (
     commonest_failure,
@@ -91,8 +76,6 @@ def sweep(
     no_run: NoRunOpt = False,
     no_publish: NoPublishOpt = False,
     dry_run: DryRunOpt = False,
-    gpus: GpusOpt = None,
-    yes: YesOpt = False,
     kernel: KernelOpt = "auto",
     db: DbOpt = None,
 ) -> None:
@@ -102,21 +85,17 @@ def sweep(
     Every trial is checked against a float64 reference and stored. Re-running the same command
     resumes where it stopped; with a larger --trials it extends the same sweep (only the new
     trials are measured). When every task is done the device's files are published as its next
-    release (unless --no-publish). The plan (tasks, trials, compiles, time) comes first."""
-    here = gpus is None  # --gpus plans for another host: a plan only, as --dry-run
-    if not here and no_run:
-        raise fail("--gpus only prints a plan for another host: drop it to create the sweep")
+    release (unless --no-publish). The plan (tasks, trials, time) comes first."""
     m_values, shapes = _parse(m, model, tp)
-    plan_here = (here and not no_run, here and dry_run and not no_run)
+    plan_here = (not no_run, dry_run and not no_run)
     search = dict(strategy=strategy, trials=trials, seed=seed, out_dtype=out_dtype.value)
     runner, resolved, requests = _requests(
         shapes, m_values, device, replay, kernel, plan_here, interpreter_reps, configs, search
     )
-    visible = list(resolved.visible_ids)  # one worker each, unless --gpus plans for another host
-    workers = gpus if gpus is not None and runner.on_gpu else max(1, len(visible))
+    visible = list(resolved.visible_ids)  # one worker each
     notes = _default_lines(shapes.model, shapes.tp, tp is not None, m)
-    preview, model_ = _show_plan(requests, db, runner, workers, notes, interpreter_reps)
-    if here and not dry_run and _confirmed(preview, model_, runner.name, yes):
+    _show_plan(requests, db, runner, len(visible), notes, interpreter_reps)
+    if not dry_run:
         _run_all(requests, db, runner, visible, no_run, no_publish, trial_timeout)
 
 
@@ -192,87 +171,43 @@ def _default_lines(model: str, tp: int, tp_given: bool, m: str) -> list[str]:
     return lines
 
 
-def _history(db: str | None, requests: list, runner: Runner) -> tuple[list, list[int], list]:
-    """The device's earlier trial times, each request's stored trials, and per request the
-    configs the store holds of each of its tasks' measurements in any sweep
-    (`db.repo.known_configs`), read without creating a store (none yet reads as an empty
-    history; a server that does not answer is one line, exit 2)."""
+def _history(db: str | None, requests: list) -> tuple[list, list[int]]:
+    """The device's earlier trial times and each request's stored trials, read without
+    creating a store (none yet reads as an empty history; a server that does not answer is
+    one line, exit 2)."""
     _, store = existing_store(db)
     if store is None:
-        return [], [0] * len(requests), []
+        return [], [0] * len(requests)
     with session_scope(store) as session:
         history = trial_times(session, device_name=requests[0][0].device_name)
-        stored, known = [], []
-        for request, _ in requests:
-            stored.append(stored_trials(session, sweep_key=sweep_key(request.sweep_spec())))
-            tasks = [(N, K, M) for N, K in request.shapes for M in request.m_values]
-            known.append(
-                known_configs(
-                    session,
-                    environment=_measurement(runner, request),
-                    **store_columns(request.family, request.params),
-                    block_shape=request.block_shape,
-                    out_dtype=request.out_dtype,
-                    space=request.space_name,
-                    tasks=tasks,
-                )
-            )
+        stored = [
+            stored_trials(session, sweep_key=sweep_key(request.sweep_spec()))
+            for request, _ in requests
+        ]
     store.dispose()
-    return history, stored, known
+    return history, stored
 
 
-def _measurement(runner: Runner, request: SweepRequest) -> dict[str, str]:
-    """The device and versions the request's trials would be timed with: the runner's, or a
-    recorded environment for a replay (off a GPU the runner's environment reads no device)."""
-    if not runner.on_gpu:
-        return runner.environment(request.kernel, request.family)
-    env = process_environment(request.kernel, request.family)
-    return {**env, "device_name": request.device_name}
-
-
-def _show_plan(requests: list, db, runner: Runner, workers: int, notes: list, reps: int):
+def _show_plan(requests: list, db, runner: Runner, workers: int, notes: list, reps: int) -> None:
     """Print the plan of a `tuner sweep` in one block, after a warning for an M grid without
-    some of vLLM's batch sizes; (the plan, its `TrialModel`)."""
-    history, stored, known = _history(db, requests, runner)
+    some of vLLM's batch sizes."""
+    history, stored = _history(db, requests)
     m_values = requests[0][0].m_values
     missing = [value for value in REQUIRED_M if value not in m_values]
     if missing:
         typer.echo(
             f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there", err=True
         )
-    model = trial_model(runner.name, reps)
-    preview = preview_sweeps(
+    lines = plan_lines(
         requests,
-        model=model,
+        runner_name=runner.name,
+        reps=reps,
         history=history,
         stored=stored,
-        workers=workers,
-        compile_workers=max(1, ((os.cpu_count() or 2) - workers) // max(1, workers)),
-        defaults=notes,
-        known=known,
+        workers=max(1, workers),
     )
-    for line in preview.lines:
+    for line in [*lines, *(f"  {note}" for note in notes)]:
         plain(line)
-    return preview, model
-
-
-def _confirmed(preview, model, runner_name: str, yes: bool) -> bool:
-    """Whether to start a plan: always with --yes or under the model's `confirm_above_s` (an
-    hour on the interpreter); else when a person at a terminal says so.
-
-    Raises:
-        typer.Exit: exit 2 when a long plan was not confirmed.
-    """
-    if yes or not needs_confirmation(preview, model):
-        return True
-    longer = (
-        f"this plan is about {duration(preview.estimate_s)} on the {runner_name}, "
-        f"over {duration(model.confirm_above_s or 0)}"
-    )
-    if sys.stdin.isatty() and sys.stdout.isatty():
-        if typer.confirm(f"{longer}; start it?", default=False):
-            return True
-    raise fail(f"{longer}: pass --yes to start it, or make it smaller with --m, --trials or --tp")
 
 
 def _plan_and_run(

@@ -1,6 +1,6 @@
 """Sweep planning: what a sweep tunes (shapes, M grid, config space, search), its tasks in the
-store, and the plan `tuner sweep` shows before it measures (tasks, trials, distinct compiles and a
-time estimate from the device's earlier trials or the default model of its runner, `trial_model`).
+store, and the plan `tuner sweep` shows before it measures (tasks, trials and a time estimate from
+the device's earlier trials or its runner's default, `default_trial_s`).
 Importable without torch or triton: the HTTP service plans sweeps for remote workers."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -222,89 +223,23 @@ def model_requests(model_shapes, **common) -> list[tuple[SweepRequest, str]]:
 # report (about 37 s a trial for qwen3.8-27b at M=1) and the README's `tiny` sweep.
 INTERPRETER_TRIAL_S = 0.7
 INTERPRETER_S_PER_WORK = 0.1 / (512 * 1024)
+# Seconds one config may take before its worker is killed (--trial-timeout), per runner;
+# TRIAL_TIMEOUT_S_GPU for a GPU.
+TRIAL_TIMEOUT_S = {"interpreter": 1800.0, "replay": 60.0}
+TRIAL_TIMEOUT_S_GPU = 300.0
 
 
-@dataclass(frozen=True)
-class TrialModel:
-    """What a plan assumes of one way of measuring before the store has trials of the device.
-
-    Attributes:
-        trial_s: seconds a trial, plus `per_work_s` * N * K * ceil(M / 64) per kernel call.
-        per_work_s: seconds per unit of work of a call (the interpreter), 0 for none.
-        calls: kernel calls a trial makes (the check and the timed calls).
-        compile_s: seconds per compile on one core, ahead and overlapped (a GPU); None: none.
-        timeout_s: default --trial-timeout: seconds a config may take before its worker is
-            killed.
-        confirm_above_s: a plan estimated longer than this asks for --yes; None never asks.
-        notes: lines the plan adds.
-    """
-
-    trial_s: float
-    per_work_s: float = 0.0
-    calls: int = 1
-    compile_s: float | None = None
-    timeout_s: float = 60.0
-    confirm_above_s: float | None = None
-    notes: tuple[str, ...] = ()
-
-    def seconds(self, N: int, K: int, M: int) -> float:
-        """The default seconds of one trial at (N, K, M)."""
-        return self.trial_s + self.per_work_s * N * K * math.ceil(M / 64) * self.calls
-
-    def source(self, device_name: str) -> str:
-        """Where the plan's time comes from when the store has no trials of the device."""
-        none = f"no earlier trials of {device_name} in the store"
-        if self.compile_s is not None:
-            return (
-                f"{none}: default {self.trial_s * 1000:.0f} ms of measuring a trial, compiles at "
-                f"{self.compile_s} s each on one core, overlapped"
-            )
-        if self.per_work_s:
-            return (
-                f"{none}: default {self.seconds(512, 1024, 64):.1f} s a trial at N=512, K=1024, "
-                f"M<=64, {self.seconds(5120, 3072, 1):.0f} s at N=5120, K=3072"
-            )
-        return f"replayed: about {self.trial_s * 1000:.0f} ms a trial"
-
-
-def trial_model(runner_name: str, interpreter_reps: int = 3) -> TrialModel:
-    """The plan's model of a runner's trials, by the runner's name (`tuner.measure.runners`):
-    on a GPU about 25 ms of measuring a searched trial and 0.6 s a compile on one core
-    (bench/README.md); under a millisecond a replayed trial; on the interpreter the fitted cost
-    of `interpreter_reps` timed calls and the check, an hour before --yes is asked."""
+def default_trial_s(runner_name: str, N: int, K: int, M: int, reps: int = 3) -> float:
+    """Seconds of one trial at (N, K, M) before the store has trials of the device: on the
+    interpreter the fitted cost of `reps` timed calls and the check, a millisecond replayed,
+    on a GPU 25 ms of measuring plus a 0.6 s compile shared by the host's other cores
+    (bench/README.md; estimates, not measured on a GPU)."""
     if runner_name == "interpreter":
-        note = (
-            "on the interpreter nothing is compiled ahead (that is a GPU's cost) and the "
-            "timings are CPU timings"
-        )
-        return TrialModel(
-            INTERPRETER_TRIAL_S,
-            INTERPRETER_S_PER_WORK,
-            interpreter_reps + 1,
-            timeout_s=1800.0,
-            confirm_above_s=3600.0,
-            notes=(note,),
-        )
+        work = N * K * math.ceil(M / 64) * (reps + 1)
+        return INTERPRETER_TRIAL_S + INTERPRETER_S_PER_WORK * work
     if runner_name == "replay":
-        return TrialModel(0.001)
-    return TrialModel(0.025, compile_s=0.6, timeout_s=300.0)
-
-
-@dataclass(frozen=True)
-class SweepPreview:
-    """What a `tuner sweep` command will do, counted before anything is written.
-
-    Attributes:
-        lines: the plan as printed, one block.
-        estimate_s: the estimated seconds of measuring still to do.
-        tasks: (N, K, M) tasks over every sweep of the command.
-        trials: trials still to run (the planned ones minus those already stored).
-    """
-
-    lines: tuple[str, ...]
-    estimate_s: float
-    tasks: int
-    trials: int
+        return 0.001
+    return 0.025 + 0.6 / max(1, (os.cpu_count() or 2) - 1)
 
 
 def duration(seconds: float) -> str:
@@ -318,116 +253,47 @@ def duration(seconds: float) -> str:
     return f"{seconds / 86400:.1f} days"
 
 
-def _compiles(request: SweepRequest) -> int:
-    """At most this many distinct (config, launch specialization) binaries: Triton compiles a
-    config once per specialization of the launch (M = 1, M % 16 == 0, other M: Triton
-    specializes integer arguments)."""
-    family = get_family(request.family)
-    space = len(request.space)
-    per_task = request.trials_per_task()
-    tasks_by_key: dict[str, int] = {}
-    for N, K in request.shapes:
-        shape = request.key(N, K).shape
-        for M in request.m_values:
-            key = family.specialization(shape, M)
-            tasks_by_key[key] = tasks_by_key.get(key, 0) + 1
-    searched = space if request.strategy == "grid" else min(request.trials, space)
-    distinct = space + per_task - searched  # the space, and the default when outside it
-    return sum(min(distinct, per_task * count) for count in tasks_by_key.values())
-
-
-class _TrialClock:
-    """Seconds per trial at (family, N, K, M): the device's own mean where it has trials
-    there, else the runner's default model."""
-
-    def __init__(self, model: TrialModel, history: Sequence[TrialTimeRow]):
-        self.model = model
-        self.exact = {(r.family, r.N, r.K, r.M): r.mean_s for r in history}
-        self.trials = sum(r.trials for r in history)
-
-    def seconds(self, family: str, N: int, K: int, M: int) -> float:
-        key = (family, N, K, M)
-        return self.exact[key] if key in self.exact else self.model.seconds(N, K, M)
-
-    def source(self, device_name: str) -> str:
-        if self.trials:
-            return f"from {self.trials:,} earlier trial(s) of {device_name} in the store"
-        return self.model.source(device_name)
-
-
-def preview_sweeps(
+def plan_lines(
     requests: Sequence[tuple[SweepRequest, str]],
     *,
-    model: TrialModel,
+    runner_name: str,
+    reps: int,
     history: Sequence[TrialTimeRow],
     stored: Sequence[int],
     workers: int,
-    compile_workers: int = 1,
-    defaults: Sequence[str] = (),
-    known: Sequence[Mapping[tuple[int, int, int], int]] = (),
-) -> SweepPreview:
+) -> list[str]:
     """The plan of one `tuner sweep` command over its sweeps (dense, then each MoE shape):
-    `requests` (each with what it tunes, "2 shapes"), timed by the device's `history`
-    (`db.repo.trial_times`) where it has trials, else by `model` (`trial_model`); `stored`
-    trials per request's sweep and `known` configs per task elsewhere
-    (`db.repo.known_configs`) left out; `workers` measuring at once, each with
-    `compile_workers` compile processes (a GPU); `defaults` lines appended."""
-    clock = _TrialClock(model, history)
+    `requests` (each with what it tunes, "2 shapes"), their tasks and trials less the
+    `stored` trials of each request's sweep, and the time of `workers` measuring at once:
+    each (N, K, M) at the device's mean in `history` (`db.repo.trial_times`) where it has
+    trials there, else at `default_trial_s`."""
+    timed = {(r.family, r.N, r.K, r.M): r.mean_s for r in history}
     first = requests[0][0]
     lines = [f"plan: {first.device_name}, {first.model} TP {first.tp}, {first.strategy}"]
-    totals = [0.0, 0, 0, 0, 0]  # seconds, tasks, trials to run, compiles, reused
-    for (request, what), done, measured in zip(
-        requests, stored, list(known) or [{}] * len(requests), strict=True
-    ):
-        line, counts = _sweep_line(request, what, done, measured, clock)
-        lines.append(line)
-        totals = [a + b for a, b in zip(totals, counts, strict=True)]
-    total_s, tasks, trials, compiles, reused = totals
-    estimate_s = total_s / max(1, workers)
-    what_takes = f"about {duration(estimate_s)} of measuring"
-    if model.compile_s is not None:
-        # Compiles overlap the measuring (tuner.run.compile_gate): the longer of the two counts.
-        compile_s = compiles * model.compile_s / max(1, workers * compile_workers)
-        what_takes = (
-            f"about {duration(max(estimate_s, compile_s))}, the longer of "
-            f"{duration(compile_s)} of compiling on {workers * compile_workers} "
-            f"process(es) and {duration(estimate_s)} of measuring"
+    tasks = trials = 0
+    seconds = 0.0
+    for (request, what), done in zip(requests, stored, strict=True):
+        per_task = request.trials_per_task()
+        nkm = [(N, K, M) for N, K in request.shapes for M in request.m_values]
+        planned = len(nkm) * per_task
+        left = max(0, planned - done)
+        each = [
+            timed.get((request.family, *key)) or default_trial_s(runner_name, *key, reps)
+            for key in nkm
+        ]
+        seconds += sum(each) * per_task * left / planned
+        resumed = f", {done:,} already stored" if done else ""
+        lines.append(
+            f"  {what} x {len(request.m_values)} M: {len(nkm)} task(s) x {per_task} "
+            f"trial(s) = {planned:,} trial(s){resumed}"
         )
-        estimate_s = max(estimate_s, compile_s)
+        tasks, trials = tasks + len(nkm), trials + left
+    device = first.device_name
+    source = f"default for a new device: no earlier trials of {device} in the store"
+    if history:
+        source = f"from {sum(r.trials for r in history):,} earlier trial(s) of {device}"
     lines.append(
-        f"  total: {tasks} task(s), {trials:,} trial(s) to run"
-        f"{f' ({reused:,} reused)' if reused else ''}, "
-        f"{workers} worker(s); {what_takes} ({clock.source(first.device_name)})"
+        f"  total: {tasks} task(s), {trials:,} trial(s) to run, {workers} worker(s); "
+        f"about {duration(seconds / max(1, workers))} ({source})"
     )
-    lines += [f"  {line}" for line in (*model.notes, *defaults)]
-    return SweepPreview(tuple(lines), estimate_s, int(tasks), int(trials))
-
-
-def _sweep_line(request: SweepRequest, what: str, done: int, measured, clock: _TrialClock):
-    """One sweep's line of the plan and its (seconds, tasks, trials to run, compiles, reused),
-    `done` trials stored in its sweep and `measured` configs known of each task elsewhere."""
-    per_task = request.trials_per_task()
-    nkm = [(N, K, M) for N, K in request.shapes for M in request.m_values]
-    planned = len(nkm) * per_task
-    # What each task still measures: its trials less those the store holds of it.
-    todo = {key: per_task - min(per_task, measured.get(key, 0)) for key in nkm}
-    left = max(0, planned - done) if not measured else sum(todo.values())
-    reused = max(0, planned - left - done)
-    seconds = sum(clock.seconds(request.family, *key) * todo[key] for key in nkm)
-    seconds *= 1.0 if measured else (left / planned if planned else 0.0)
-    compiles = _compiles(request)
-    resumed = f", {done:,} already stored" if done else ""
-    resumed += f", {reused:,} reused from other sweeps" if reused else ""
-    # Only a GPU sweep compiles ahead of launch; the interpreter runs the Python source.
-    compiled = f"; at most {compiles:,} distinct compiles" if clock.model.compile_s else ""
-    line = (
-        f"  {what} x {len(request.m_values)} M: {len(nkm)} task(s) x {per_task} "
-        f"trial(s) = {planned:,} trial(s){resumed}{compiled}"
-    )
-    return line, (seconds, len(nkm), left, compiles, reused)
-
-
-def needs_confirmation(preview: SweepPreview, model: TrialModel) -> bool:
-    """True when the plan is too long to start unasked: estimated above the model's
-    `confirm_above_s` (an hour on the interpreter; never on a GPU or a replay)."""
-    return model.confirm_above_s is not None and preview.estimate_s > model.confirm_above_s
+    return lines

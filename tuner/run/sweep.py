@@ -24,7 +24,7 @@ from db import repo
 from db.repo import retry_store, session_scope
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.run.plan import SweepRequest, trial_model
+from tuner.run.plan import TRIAL_TIMEOUT_S, TRIAL_TIMEOUT_S_GPU, SweepRequest
 from tuner.run.supervisor import Supervisor, SupervisorReport, first_line
 from tuner.run.worker import WorkerSpec
 
@@ -94,8 +94,9 @@ def worker_specs(
 
 def supervisor(store, specs: list[WorkerSpec], trial_timeout_s: float | None, on_event):
     """The `Supervisor` of these workers, with `trial_timeout_s` or their runner's default
-    (`TrialModel.timeout_s`: 300 s on CUDA, 1800 s on the interpreter, 60 s replaying)."""
-    timeout_s = trial_timeout_s or trial_model(specs[0].runner.name).timeout_s
+    (`TRIAL_TIMEOUT_S`: 300 s on CUDA, 1800 s on the interpreter, 60 s replaying)."""
+    default_s = TRIAL_TIMEOUT_S.get(specs[0].runner.name, TRIAL_TIMEOUT_S_GPU)
+    timeout_s = trial_timeout_s or default_s
     return Supervisor(store, specs, trial_timeout_s=timeout_s, on_event=on_event)
 
 
