@@ -114,16 +114,13 @@ class _Slot:
 
 @dataclass(frozen=True)
 class Totals:
-    """The counters of `WorkerShared`, summed over a run's worker processes: trials stored,
-    pruned before launch and reused from other sweeps, and seconds spent measuring, compiling
-    and waiting for compiles."""
+    """The counters of `WorkerShared`, summed over a run's worker processes: trials stored and
+    reused from other sweeps, and seconds spent measuring and compiling."""
 
     trials_stored: int = 0
-    trials_pruned: int = 0
     trials_reused: int = 0
     measure_s: float = 0.0
     compile_s: float = 0.0
-    compile_wait_s: float = 0.0
 
 
 @dataclass(frozen=True)

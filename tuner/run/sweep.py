@@ -206,28 +206,19 @@ def commonest_failure(store, sweep_id: int) -> str:
 
 def summary_lines(summary: SweepSummary) -> list[str]:
     """The closing lines of a sweep run: tasks and trials (this run's own: another command on
-    the same sweep stores trials meanwhile), then where the time went, e.g. `120 trials run, 14
-    pruned before launch; compile 80.0 s (4.1 s waited), measure 300.2 s; per trial run:
-    compile 0.667 s, measure 2.502 s; wall 320.5 s` (per-trial figures only when trials ran)."""
+    the same sweep stores trials meanwhile), then where the time went, e.g. `compile 80.0 s,
+    measure 300.2 s, wall 320.5 s`."""
     now, report, totals, wall_s = summary.now, summary.report, summary.report.totals, summary.wall_s
     run_now = totals.trials_stored + report.crashed + report.timeouts
     by_others = now.trials_total - summary.before.trials_total - run_now - totals.trials_reused
     counts = [(report.crashed, "crashed"), (report.timeouts, "timed out")]
     elsewhere = [(totals.trials_reused, "reused from other sweeps")]
     elsewhere.append((max(0, by_others), "run by other workers"))
-    per_trial = ""
-    if run_now:
-        per_trial = (
-            f"; per trial run: compile {totals.compile_s / run_now:.3f} s, "
-            f"measure {totals.measure_s / run_now:.3f} s"
-        )
     return [
         f"sweep {summary.sweep_id}: {now.tasks_done}/{now.tasks_total} tasks done, "
         f"{now.tasks_failed} failed; {run_now} trials run now{_some(elsewhere)} "
-        f"({now.trials_total} stored, {now.trials_ok} ok{_some(counts)}); wall {wall_s:.1f} s",
-        f"{run_now} trials run, {totals.trials_pruned} pruned before launch; "
-        f"compile {totals.compile_s:.1f} s ({totals.compile_wait_s:.1f} s waited), "
-        f"measure {totals.measure_s:.1f} s{per_trial}; wall {wall_s:.1f} s",
+        f"({now.trials_total} stored, {now.trials_ok} ok{_some(counts)})",
+        f"compile {totals.compile_s:.1f} s, measure {totals.measure_s:.1f} s, wall {wall_s:.1f} s",
     ]
 
 

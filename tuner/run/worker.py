@@ -161,9 +161,9 @@ class InFlight:
 
 class WorkerShared:
     """What a worker process tells its supervisor, in memory they share (create in the
-    supervisor, pass to `worker_main`): its environment_id (0 until known), trials stored,
-    pruned (never launched) and reused (`db.repo.adopt_measurements`), seconds spent measuring,
-    compiling and waiting for compiles (`.value` of each), and the config it is measuring now
+    supervisor, pass to `worker_main`): its environment_id (0 until known), trials stored and
+    reused (`db.repo.adopt_measurements`), seconds spent measuring and compiling (`.value` of
+    each), and the config it is measuring now
     (`mark_in_flight`, read when the worker dies or overruns the trial timeout).
 
     Args:
@@ -174,11 +174,9 @@ class WorkerShared:
         # No locks: one writer (the worker), and a lock would start a resource-tracker process.
         self.environment_id = context.Value("q", 0, lock=False)
         self.trials_stored = context.Value("q", 0, lock=False)
-        self.trials_pruned = context.Value("q", 0, lock=False)
         self.trials_reused = context.Value("q", 0, lock=False)
         self.measure_s = context.Value("d", 0.0, lock=False)
         self.compile_s = context.Value("d", 0.0, lock=False)
-        self.compile_wait_s = context.Value("d", 0.0, lock=False)
         # The mark: [seq, task_id (0: none), N, K, M, six config values, is_default] and since.
         # seq is odd while the worker rewrites the mark, so a reader never takes half of one.
         self._flight = context.Array("q", 12, lock=False)
@@ -477,7 +475,6 @@ class TaskRun:
         self.shared.mark_in_flight(self.task, config, is_default)
         try:
             result = self.gate.before(config) if self.gate is not None else None
-            pruned = result is not None
             result = result or self.runner.evaluate(config)
             if self.gate is not None:
                 self.gate.after(config, result)
@@ -486,7 +483,6 @@ class TaskRun:
             self.shared.clear_in_flight()
         self.spec.runner.stored(self.task.task_id, config)
         self.shared.trials_stored.value += 1
-        self.shared.trials_pruned.value += pruned
         self.shared.measure_s.value += result.measure_s or 0.0
         self.done[config] = result
         if self.spec.runner.on_gpu and result.status is TrialStatus.CRASHED:

@@ -1,10 +1,10 @@
-"""The compile gate when its pool fails: a dead compile process or a shutdown never hangs a wait,
-rejects a config or poisons the cache; the worker replaces a broken pool. Fake pools, no Triton."""
+"""The compile gate when its pool fails or the search asks what was not sent: a dead compile
+process or a cancelled compile never hangs a wait or rejects a config; a config asked first
+jumps the compiles still waiting; the worker replaces a broken pool. Fake pools, no Triton."""
 
 import multiprocessing as mp
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import replace
 
 import pytest
 import torch
@@ -13,7 +13,7 @@ from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import vllm_space
 from tuner.measure import compile as compile_module
-from tuner.measure.compile import CompileCache, CompileInfo
+from tuner.measure.compile import CompileInfo
 from tuner.measure.runner import Problem
 from tuner.run import compile_gate
 from tuner.run.compile_gate import CompileGate, WorkerCompiler
@@ -35,6 +35,7 @@ class FakePool:
     def __init__(self):
         self.jobs, self.futures, self.dead = [], [], False
         self.shut_down = False
+        self.answers = {}  # config -> the CompileInfo its compile returns at once
 
     def submit(self, fn, job):
         if self.dead:
@@ -43,6 +44,8 @@ class FakePool:
             )
         self.jobs.append(job.config)
         self.futures.append(Future())
+        if job.config in self.answers:
+            self.futures[-1].set_result(self.answers[job.config])
         return self.futures[-1]
 
     def die(self):
@@ -58,58 +61,33 @@ class FakePool:
         self.shut_down = True
 
 
-def make_gate(pool, cache, first):
-    """A gate of two slots for sm90 over vLLM's space at PROBLEM's launch."""
-    return CompileGate(
-        pool, slots=2, arch=90, problem=PROBLEM, space=vllm_space(), first=first, cache=cache
-    )
+def make_gate(pool, first):
+    """A gate for sm90 over vLLM's space at PROBLEM's launch."""
+    return CompileGate(pool, arch=90, problem=PROBLEM, space=vllm_space(), first=first)
 
 
-def unknown(config):
-    return CompileInfo(
-        90, config, "M=any,N=d16,K=d16,gn=d16,gk=d16,kg=any", "float16", None, None, None, 0.0
-    )
-
-
-def test_a_dead_compile_process_answers_every_wait_without_rejecting(tmp_path):
-    cache = CompileCache(tmp_path)
-    too_big = replace(unknown(CONFIGS[3]), shared_bytes=300_000, n_regs=128, spill_bytes=0)
-    cache.put(too_big)  # known from an earlier run: its numbers still count
+def test_a_dead_or_cancelled_compile_is_launched_not_rejected():
     pool = FakePool()
-    gate = make_gate(pool, cache, CONFIGS)  # 2 slots: configs 0 and 1 go to the pool, 2 and 3 wait
-    assert pool.jobs == CONFIGS[:2]
+    gate = make_gate(pool, CONFIGS[:2])
+    pool.futures[0].cancel()  # what shutdown(cancel_futures=True) does to a waiting compile
+    assert gate.before(CONFIGS[0]) is None and not gate.broken
     pool.die()
-    results = [gate.before(config) for config in CONFIGS]  # returns at once, nothing hangs
-    assert gate.broken
-    # the cached numbers for the config the cache knows, a blank for the others
-    infos = [gate.infos[config] for config in CONFIGS]
-    assert infos == [*map(unknown, CONFIGS[:3]), too_big]
-    assert results[:3] == [None] * 3  # launched, not rejected
-    assert results[3].status is TrialStatus.OUT_OF_RESOURCES
-    assert pool.jobs == CONFIGS[:2] and gate.dispatched == CONFIGS[:2]
-    # nothing was cached for the configs the pool failed
-    got = cache.get_many(CONFIGS, arch=90, specialization=gate.specialization, out_dtype="float16")
-    assert list(got) == [CONFIGS[3]]
+    assert [gate.before(config) for config in CONFIGS] == [None] * 4  # at once, nothing hangs
+    assert gate.broken and pool.jobs == CONFIGS[:2]  # nothing more was sent
     assert gate.compile_s == 0.0
 
 
-def test_a_cancelled_compile_is_not_cached_as_a_compile_error(tmp_path):
-    cache = CompileCache(tmp_path)
+def test_a_config_asked_first_jumps_the_compiles_still_waiting_and_is_rejected_unlaunched():
     pool = FakePool()
-    gate = make_gate(pool, cache, CONFIGS[:1])
-    pool.futures[0].cancel()  # what shutdown(cancel_futures=True) does to a queued compile
-    assert gate.before(CONFIGS[0]) is None
-    assert gate.infos[CONFIGS[0]] == unknown(CONFIGS[0])
-    assert not gate.broken
-    got = cache.get_many(CONFIGS, arch=90, specialization=gate.specialization, out_dtype="float16")
-    assert got == {}
-
-
-def test_the_gate_launches_what_a_broken_pool_could_not_compile(tmp_path):
-    pool = FakePool()
-    gate = make_gate(pool, CompileCache(tmp_path), CONFIGS[:1])
-    pool.die()
-    assert gate.before(CONFIGS[0]) is None and gate.before(CONFIGS[1]) is None
+    gate = make_gate(pool, CONFIGS[:3])
+    pool.futures[0].set_running_or_notify_cancel()  # compiling: it cannot be cancelled
+    pool.answers[CONFIGS[3]] = CompileInfo(90, CONFIGS[3], "s", "float16", 300_000, 32, 0, 0.5)
+    result = gate.before(CONFIGS[3])
+    assert result.status is TrialStatus.OUT_OF_RESOURCES and result.measure_s == 0.0
+    assert pool.jobs == [*CONFIGS[:3], CONFIGS[3], *CONFIGS[1:3]]
+    assert list(gate.futures) == [CONFIGS[0], CONFIGS[3], *CONFIGS[1:3]]
+    assert [future.cancelled() for future in pool.futures[1:3]] == [True, True]
+    assert gate.compile_s == 0.5
 
 
 def test_the_worker_replaces_a_broken_pool_after_the_task(tmp_path, monkeypatch):
@@ -120,7 +98,6 @@ def test_the_worker_replaces_a_broken_pool_after_the_task(tmp_path, monkeypatch)
         return pools[-1]
 
     monkeypatch.setattr(compile_gate, "compile_pool", make_pool)
-    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (10, 3))
     assert WorkerCompiler.for_this_gpu(2) is None  # sm103: no known limits, no pruning
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
@@ -129,8 +106,10 @@ def test_the_worker_replaces_a_broken_pool_after_the_task(tmp_path, monkeypatch)
     gate, shared = compiler.gate(PROBLEM, vllm_space(), CONFIGS[:1]), WorkerShared(mp)
     compiler.closed(gate, shared)
     assert compiler.pool is pools[0] and len(pools) == 1  # a healthy pool is kept
+    assert pools[0].futures[0].cancelled()  # the task's compiles still waiting are dropped
     gate = compiler.gate(PROBLEM, vllm_space(), CONFIGS[:1])
     pools[0].die()
+    assert gate.before(CONFIGS[0]) is None
     compiler.closed(gate, shared)
     assert pools[0].shut_down and compiler.pool is pools[1]  # the next task gets a new one
 
