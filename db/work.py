@@ -4,11 +4,11 @@ lead to.
 
 Writes that may race (get-or-create, trial records, claims) are single statements (`INSERT ...
 ON CONFLICT DO NOTHING`, `UPDATE ... RETURNING`), safe with several processes on one SQLite
-file and on PostgreSQL. A sweep asked again with a larger trial budget is the same sweep,
-extended (`open_sweep`). A trial's record checks that its worker still holds the task, so a
+file and on PostgreSQL. A trial's record checks that its worker still holds the task, so a
 worker whose task was taken (lease expired, released) cannot store a trial another worker
 measures too. The tasks' `in_flight_*` columns are only ever cleared here. A task adopts the
-trials other sweeps stored of the same measurement (`adopt_measurements`).
+trials other sweeps stored of the same measurement (`adopt_measurements`): a sweep asked again
+with a larger trial budget is another sweep that measures only the new trials.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -47,7 +47,6 @@ from db.models import (
     Task,
     TaskState,
     Trial,
-    UTCDateTime,
     block_columns,
     block_shape_of,
     take,
@@ -55,9 +54,6 @@ from db.models import (
 )
 from tuner.core import CONFIG_KEYS, DEVICE_NAME_MAX, OutDtype, TrialStatus, is_device_name
 
-# The error text of a task that a store error failed (`f"{type(exc).__name__}: {exc}"` of
-# SQLAlchemy's wrappers); re-running the same command re-opens such tasks.
-STORE_ERROR_PREFIXES = ("OperationalError: ", "InterfaceError: ", "TimeoutError: QueuePool")
 _NOT_FLYING = {"in_flight_config": None, "in_flight_since": None}
 _PENDING = {"state": TaskState.PENDING, "worker_id": None, "lease_expires_at": None}
 
@@ -163,18 +159,6 @@ class SweepInfo(SweepParams):
     created_at: datetime
 
 
-@dataclass(frozen=True)
-class OpenedSweep:
-    """What `open_sweep` did: `outcome` "new", "resumed" (same parameters and budget), "extended"
-    (a smaller budget was stored: raised, done tasks reopened, `reopened` of them) or "kept" (a
-    larger budget is stored: it stands). `previous_budget` is the stored one."""
-
-    info: SweepInfo
-    outcome: str
-    previous_budget: int
-    reopened: int = 0
-
-
 def sweep_key(spec: SweepSpec) -> str:
     """The identity of a sweep: sha256 (64 hex digits) of the canonical JSON of its parameters,
     `m_values` and `shapes` deduplicated and sorted, a block shape as a pair (None: null); the
@@ -223,97 +207,23 @@ def get_sweep(session: Session, *, sweep_id: int) -> SweepInfo | None:
     return None if row is None else take(SweepInfo, row[0], **sweep_params(*row))
 
 
-def open_sweep(session: Session, spec: SweepSpec) -> OpenedSweep:
-    """Find the sweep of `spec` (by `sweep_key`), extend the same sweep stored with a smaller
-    budget, or create it with one pending task per (N, K, M), in (N, K, M) order, the order
-    `claim_task` hands them out.
-
-    A sweep is the same when every parameter but the budget is. Asked with a larger budget it is
-    extended in this transaction (budget and key raised, done tasks pending again, trials,
-    retimes and decisions kept, failed tasks stay failed); with a smaller one it stands ("kept").
-    Tasks a store error failed are reopened whenever a sweep is found again.
+def create_sweep(session: Session, spec: SweepSpec) -> tuple[SweepInfo, bool]:
+    """The sweep of `spec` (by `sweep_key`), created with one pending task per (N, K, M), in
+    (N, K, M) order, the order `claim_task` hands them out, when there is none; (the sweep,
+    True when this call created it). Asked with another budget it is another sweep, whose
+    tasks start from the trials of the first (`adopt_measurements`).
 
     Raises:
         ValueError: an empty grid or shape list, a non-positive size, an unknown out_dtype.
     """
     _validate(spec)
     key = sweep_key(spec)
-    for _ in range(3):  # another process may extend the same sweep between our reads
-        sweep_id = session.scalar(select(Sweep.sweep_id).where(Sweep.sweep_key == key))
-        if sweep_id is not None:
-            return _opened(session, sweep_id, "resumed")
-        same = _same_but_budget(session, spec)
-        if same is None:
-            return _create(session, key, spec)
-        if same.budget > spec.budget:
-            return _opened(session, same.sweep_id, "kept")
-        previous, sweep_id = same.budget, same.sweep_id
-        reopened = _extend(session, same, spec.budget, key)
-        if reopened is not None:
-            return _opened(session, sweep_id, "extended", previous, reopened)
-    return _create(session, key, spec)
-
-
-def create_sweep(session: Session, spec: SweepSpec) -> tuple[SweepInfo, bool]:
-    """`open_sweep`, answering (the sweep, True when this call created it)."""
-    opened = open_sweep(session, spec)
-    return opened.info, opened.outcome == "new"
-
-
-def _same_but_budget(session: Session, spec: SweepSpec) -> Sweep | None:
-    """The stored sweep of `spec` but the budget (the largest budget, then the newest): its key
-    recomputed with its own budget matches."""
+    found = select(Sweep.sweep_id).where(Sweep.sweep_key == key)
+    sweep_id = session.scalar(found)
+    if sweep_id is not None:
+        return _sweep_info(session, sweep_id), False
     block_n, block_k = block_columns(spec.block_shape)
-    candidates = session.scalars(
-        select(Sweep)
-        .filter_by(model=spec.model, strategy=spec.strategy, space=spec.space)
-        .filter_by(tp=int(spec.tp), seed=int(spec.seed), out_dtype=spec.out_dtype)
-        .filter_by(block_n=block_n, block_k=block_k)
-        .join(Device)
-        .where(Device.device_name == spec.device_name)
-        .order_by(Sweep.budget.desc(), Sweep.sweep_id.desc())
-    )
-    same = (s for s in candidates if s.sweep_key == sweep_key(replace(spec, budget=s.budget)))
-    return next(same, None)
-
-
-def _extend(session: Session, sweep: Sweep, budget: int, key: str) -> int | None:
-    """Raise a sweep's budget (and key) and reopen its done tasks; None when another process
-    changed the sweep first. The sweep row is updated first: it stays locked until commit, so a
-    worker finishing a task of it (`finish_task` with its budget) waits, then sees the new
-    budget and hands the task back. finished_at is kept: warm starts read it."""
-    same = and_(Sweep.sweep_id == sweep.sweep_id, Sweep.budget == sweep.budget)
-    raise_budget = update(Sweep).where(same).values(budget=int(budget), sweep_key=key)
-    if not _returning(session, raise_budget, Sweep.sweep_id):
-        return None
-    done = and_(Task.sweep_id == sweep.sweep_id, Task.state == TaskState.DONE)
-    reopened = _returning(session, update(Task).where(done).values(**_PENDING, error=None))
-    session.expire_all()
-    return reopened
-
-
-def reopen_store_failures(session: Session, *, sweep_id: int) -> int:
-    """Put a sweep's tasks that failed because of the store (STORE_ERROR_PREFIXES) back to
-    pending, trials kept; how many."""
-    store_error = or_(*(Task.error.startswith(p, autoescape=True) for p in STORE_ERROR_PREFIXES))
-    failed = and_(Task.sweep_id == sweep_id, Task.state == TaskState.FAILED, store_error)
-    return _returning(session, update(Task).where(failed).values(**_PENDING, error=None))
-
-
-def _opened(
-    session: Session, sweep_id: int, outcome: str, previous: int | None = None, reopened: int = 0
-) -> OpenedSweep:
-    if outcome != "new":  # a task a store error failed is never final: re-running resumes it
-        reopen_store_failures(session, sweep_id=sweep_id)
-    info = get_sweep(session, sweep_id=sweep_id)
-    assert info is not None  # found or written in this transaction
-    return OpenedSweep(info, outcome, info.budget if previous is None else previous, reopened)
-
-
-def _create(session: Session, key: str, spec: SweepSpec) -> OpenedSweep:
-    """Insert the sweep and its tasks, or find it when another process inserted it first."""
     grid = sorted({int(m) for m in spec.m_values})
-    block_n, block_k = block_columns(spec.block_shape)
     sweep_id = session.execute(
         dialect_insert(session, Sweep)
         .values(sweep_key=key, m_values=grid, block_n=block_n, block_k=block_k)
@@ -325,8 +235,7 @@ def _create(session: Session, key: str, spec: SweepSpec) -> OpenedSweep:
         .returning(Sweep.sweep_id)
     ).scalar_one_or_none()
     if sweep_id is None:  # another process created it between our SELECT and INSERT
-        found = session.scalars(select(Sweep.sweep_id).where(Sweep.sweep_key == key)).one()
-        return _opened(session, found, "resumed")
+        return _sweep_info(session, session.scalars(found).one()), False
     task = {"sweep_id": sweep_id, "family": spec.family, "shape_params": spec.shape_params}
     rows = [
         {**task, "N": n, "K": k, "M": m, "state": TaskState.PENDING, "attempts": 0}
@@ -334,7 +243,13 @@ def _create(session: Session, key: str, spec: SweepSpec) -> OpenedSweep:
         for m in grid
     ]
     session.execute(insert(Task), rows)
-    return _opened(session, sweep_id, "new")
+    return _sweep_info(session, sweep_id), True
+
+
+def _sweep_info(session: Session, sweep_id: int) -> SweepInfo:
+    info = get_sweep(session, sweep_id=sweep_id)
+    assert info is not None  # found or written in this transaction
+    return info
 
 
 # --- the task queue ---------------------------------------------------------------------------
@@ -450,12 +365,9 @@ def finish_task(
     state: TaskState = TaskState.DONE,
     error: str | None = None,
     now: datetime | None = None,
-    budget: int | None = None,
 ) -> bool:
     """Mark a task this worker holds as "done" or "failed" (with `error`, one line) and drop its
-    lease; a task reopened by a larger budget keeps its first `finished_at` (warm starts read
-    it). With `budget` (the sweep budget it was searched with), a task whose sweep was extended
-    since goes back to the queue instead, trials kept.
+    lease.
 
     Returns:
         True when the task was running under this worker_id and is now done or failed.
@@ -465,25 +377,9 @@ def finish_task(
     """
     if state not in (TaskState.DONE, TaskState.FAILED):
         raise ValueError(f"a task finishes as 'done' or 'failed', not {state!r}")
-    held = [_held(task_id, worker_id)]
-    check = budget is not None and state == TaskState.DONE
-    if check:
-        sweep = select(Task.sweep_id).where(Task.task_id == task_id).scalar_subquery()
-        # FOR SHARE (PostgreSQL): this and an extension of the sweep wait for each other.
-        session.execute(
-            select(Sweep.budget).where(Sweep.sweep_id == sweep).with_for_update(read=True)
-        )
-        held.append(Task.sweep_id.in_(select(Sweep.sweep_id).where(Sweep.budget == budget)))
-    first = func.coalesce(Task.finished_at, literal(_now(now), UTCDateTime()))
-    finished = _returning(
-        session,
-        update(Task)
-        .where(*held)
-        .values(state=state, error=error, finished_at=first, lease_expires_at=None, **_NOT_FLYING),
-    )
-    if check and not finished:  # the budget grew: searched again to it, by whoever claims it
-        release_tasks(session, worker_id=worker_id, task_id=task_id)
-    return finished == 1
+    finished = update(Task).where(_held(task_id, worker_id))
+    finished = finished.values(state=state, error=error, finished_at=_now(now))
+    return _returning(session, finished.values(lease_expires_at=None, **_NOT_FLYING)) == 1
 
 
 def release_tasks(session: Session, *, worker_id: str, task_id: int | None = None) -> int:

@@ -42,7 +42,7 @@ def create_sweep(body: schemas.SweepCreate, session: SessionDep, response: Respo
 
     A sweep over vLLM's config space for `tuner worker --device <device_name>` on any host to
     run; answers the sweep and its progress (201 when created). The same body again returns the
-    same sweep (200), and with a larger `trials` the same sweep extended. 401 without the token
+    same sweep (200); another `trials` is another sweep. 401 without the token
     (403: the service has none); 422 for an unknown strategy or model, a TP size the model does
     not list, or a device_name that is neither a device of the store nor a GPU model name
     (`H200`, `NVIDIA H200` and `nvidia_h200` all name `NVIDIA_H200`).

@@ -1,6 +1,6 @@
 """The store itself: the migrations equal the models, open_store creates a store or refuses one
 at another revision (naming the upgrade command), an older store upgrades with its rows and
-refuses a downgrade that would lose some, and tasks a store error failed are reopened."""
+refuses a downgrade that would lose some."""
 
 from __future__ import annotations
 
@@ -28,7 +28,6 @@ from db.connection import (
     upgrade,
 )
 from db.models import Base, Device
-from tests.storefill import DEFAULT, fill
 from tuner.core import CONFIG_KEYS
 
 TABLES = {"devices", "environments", "sweeps", "tasks", "trials", "imports", "retimes"}
@@ -252,30 +251,3 @@ def run_two(target: Any, *args: Any) -> list[Any]:
 
 def test_two_processes_create_one_schema(store_url: str) -> None:
     assert run_two(_open, (store_url,), (store_url,)) == ["ok", "ok"]
-
-
-def test_tasks_a_store_error_failed_are_reopened_and_config_failures_stay(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'tuner.db'}"
-    plan = {(256, 384, m): [(DEFAULT, True, "ok", 10.0)] for m in (1, 16, 32)}
-    sweep_id = fill(url, plan, fail_m=(16, 32))
-    engine = open_store(url)
-    errors = {
-        16: "OperationalError: (psycopg.OperationalError) AdminShutdown",
-        32: "ValueError: bad",
-    }
-    try:
-        with session_scope(engine) as session:
-            for m, error in errors.items():
-                session.execute(
-                    text('UPDATE tasks SET error = :e WHERE "M" = :m'), {"e": error, "m": m}
-                )
-        with session_scope(engine) as session:
-            assert repo.reopen_store_failures(session, sweep_id=sweep_id) == 1
-            states = session.execute(text('SELECT "M", state, error FROM tasks ORDER BY "M"'))
-            assert list(states) == [
-                (1, "done", None),
-                (16, "pending", None),
-                (32, "failed", errors[32]),
-            ]
-    finally:
-        engine.dispose()

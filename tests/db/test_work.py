@@ -27,13 +27,11 @@ from tests.db.conftest import (
     environment,
     retime,
     sweep,
-    trials,
 )
 from tests.db.test_store import run_two
 from tuner.core import CONFIG_KEYS
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-T_OLD = datetime(2020, 1, 1, 12, 0, tzinfo=UTC)  # before the trials' own timestamps
 BIG = replace(
     SPEC, model="Qwen3.8-27B-FP8", tp=2, strategy="optuna", budget=40, m_values=(16, 1, 4096)
 )
@@ -123,85 +121,6 @@ def test_another_family_or_none_block_shape_is_a_sweep_of_its_own(engine: Engine
     assert created and per_tensor.block_shape is None and blocked.block_shape == (128, 128)
     assert task is not None and (task.block_shape, task.family) == (None, "toy")
     assert moe_task is not None and moe_task.shape_params == "E=8,top_k=2"
-
-
-EXTENDED = replace(SPEC, strategy="local", shapes=((256, 384),))
-
-
-def _open(engine: Engine, budget: int, **changes: Any) -> repo.OpenedSweep:
-    with session_scope(engine) as session:
-        return repo.open_sweep(session, replace(EXTENDED, **changes, budget=budget))
-
-
-def _run_all(engine: Engine, now: datetime, env: int, configs: list[dict]) -> int:
-    """Claim every claimable task, store `configs` as its trials, finish it at `now`; how many."""
-    finished = 0
-    while True:
-        with session_scope(engine) as session:
-            task = repo.claim_task(session, sweep_id=None, worker_id="w", lease_s=60, now=now)
-            if task is None:
-                return finished
-            trials(session, task.task_id, env, [(c, False, 10.0 + task.M) for c in configs])
-            assert repo.finish_task(
-                session, task_id=task.task_id, worker_id="w", now=now, budget=task.budget
-            )
-            finished += 1
-
-
-def _tasks(engine: Engine) -> list[tuple]:
-    with session_scope(engine) as session:
-        query = select(Task.M, Task.state, Task.worker_id, Task.finished_at).order_by(Task.task_id)
-        return [tuple(row) for row in session.execute(query)]
-
-
-def test_a_larger_budget_extends_the_sweep_and_reopens_its_done_tasks(engine: Engine) -> None:
-    first = _open(engine, 3)
-    assert (first.outcome, first.info.budget, first.previous_budget) == ("new", 3, 3)
-    with session_scope(engine) as session:
-        env = environment(session)
-    assert _run_all(engine, T_OLD, env, [C1]) == 2
-    extended = _open(engine, 4)
-    sweep_id = first.info.sweep_id
-    got = (extended.outcome, extended.info.sweep_id, extended.previous_budget, extended.reopened)
-    assert got == ("extended", sweep_id, 3, 2)
-    assert extended.info.sweep_key == repo.sweep_key(replace(EXTENDED, budget=4))
-    # Pending again, lease dropped, first finish kept; trials kept.
-    assert _tasks(engine) == [(1, "pending", None, T_OLD), (16, "pending", None, T_OLD)]
-    with session_scope(engine) as session:
-        assert session.scalar(select(func.count()).select_from(Sweep)) == 1
-        assert repo.sweep_progress(session, sweep_id=sweep_id).trials_total == 2
-    # Searched again to the new budget: their first finish still says when they first ended.
-    assert _run_all(engine, T_OLD + timedelta(hours=1), env, [C2]) == 2
-    assert _tasks(engine) == [(1, "done", "w", T_OLD), (16, "done", "w", T_OLD)]
-    again = _open(engine, 4)
-    assert (again.outcome, again.info.sweep_id, again.reopened) == ("resumed", sweep_id, 0)
-    smaller = _open(engine, 2)
-    assert (smaller.outcome, smaller.info.budget, smaller.previous_budget) == ("kept", 4, 4)
-    assert [row[1] for row in _tasks(engine)] == ["done", "done"]
-    other = _open(engine, 4, m_values=[1, 16, 32])  # anything else that differs: another sweep
-    assert (other.outcome, other.info.sweep_id) == ("new", sweep_id + 1)
-
-
-def test_a_task_finished_under_the_old_budget_goes_back_to_the_queue(engine: Engine) -> None:
-    sweep_id = _open(engine, 3).info.sweep_id
-    held = _claim(engine, "w", T0, sweep_id=sweep_id)
-    assert held is not None and held.budget == 3
-    extended = _open(engine, 5)  # while "w" searches with budget 3
-    assert (extended.outcome, extended.reopened) == ("extended", 0)  # nothing was done yet
-    with session_scope(engine) as session:
-        assert not repo.finish_task(session, task_id=held.task_id, worker_id="w", budget=3)
-    assert _tasks(engine)[0] == (1, "pending", None, None)
-    with session_scope(engine) as session:
-        again = repo.claim_task(session, sweep_id=sweep_id, worker_id="v", lease_s=60, now=T0)
-        assert again is not None and (again.task_id, again.budget) == (held.task_id, 5)
-        assert repo.finish_task(session, task_id=again.task_id, worker_id="v", budget=5)
-        last = repo.claim_task(session, sweep_id=sweep_id, worker_id="v", lease_s=60, now=T0)
-        assert last is not None  # failures are recorded whatever the budget
-        failed = {"state": "failed", "error": "boom", "budget": 3}
-        assert repo.finish_task(session, task_id=last.task_id, worker_id="v", **failed)
-    assert [row[:2] for row in _tasks(engine)] == [(1, "done"), (16, "failed")]
-    assert _open(engine, 6).reopened == 1  # failed tasks stay failed when the budget grows
-    assert [row[:2] for row in _tasks(engine)] == [(1, "pending"), (16, "failed")]
 
 
 def _claim(engine: Engine, worker_id: str, now: datetime, **scope: Any) -> repo.TaskInfo | None:

@@ -3,12 +3,11 @@ first: `tuner.run.plan.plan_lines`), or join sweeps created elsewhere."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Annotated, Any
 
 import typer
 
-from db.repo import session_scope, stored_trials, sweep_key, trial_times
+from db.repo import create_sweep, session_scope, stored_trials, sweep_key, trial_times
 from tuner.cli.arguments import DEFAULT_M, load_configs, parse_m_values
 from tuner.cli.devices import resolve_kernel_choice, resolve_runner
 from tuner.cli.errors import fail
@@ -37,7 +36,7 @@ from tuner.cli.store import existing_store, masked, open_db
 from tuner.core import REQUIRED_M, OutDtype
 from tuner.inputs.shapes import UnknownModelError, load_shapes
 from tuner.measure.runners import Runner
-from tuner.run.plan import model_requests, opened_label, plan, plan_lines, space_name
+from tuner.run.plan import model_requests, plan_lines, space_name
 from tuner.run.supervisor import interrupted_exit
 from tuner.run.sweep import (
     commonest_failure,
@@ -83,9 +82,9 @@ def sweep(
     fused-MoE expert shape of the model, one sweep each.
 
     Every trial is checked against a float64 reference and stored. Re-running the same command
-    resumes where it stopped; with a larger --trials it extends the same sweep (only the new
-    trials are measured). When every task is done the device's files are published as its next
-    release (unless --no-publish). The plan (tasks, trials, time) comes first."""
+    resumes where it stopped; with a larger --trials only the new trials are measured. When
+    every task is done the device's files are published as its next release (unless
+    --no-publish). The plan (tasks, trials, time) comes first."""
     m_values, shapes = _parse(m, model, tp)
     plan_here = (not no_run, dry_run and not no_run)
     search = dict(strategy=strategy, trials=trials, seed=seed, out_dtype=out_dtype.value)
@@ -221,15 +220,14 @@ def _plan_and_run(
     visible: list,
     trial_timeout_s: float | None = None,
 ) -> None:
-    """Create, extend or find one sweep and run it to the end (`_run`), or with `no_run` only
+    """Create or find one sweep and run it to the end (`_run`), or with `no_run` only
     say how workers on other hosts join it."""
-    opened = plan(store, request)
-    sweep_id = opened.info.sweep_id
-    if opened.outcome == "kept" and request.strategy != "grid":
-        request = replace(request, trials=opened.info.budget)  # the stored sweep's budget stands
+    with session_scope(store) as session:
+        info, created = create_sweep(session, request.sweep_spec())
+    sweep_id = info.sweep_id
     workers = "no run" if no_run else f"{len(visible)} worker(s)"
     plain(
-        f"sweep {sweep_id} ({opened_label(opened)}): {request.device_name}, "
+        f"sweep {sweep_id} ({'new' if created else 'resumed'}): {request.device_name}, "
         f"{request.model} TP {request.tp}, {what} x {len(request.m_values)} M, "
         f"{request.strategy}, {workers}, store {masked(url)}, "
         f"kernel {request.kernel_label or request.kernel}"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from db import repo
-from db.repo import TrialTimeRow, session_scope
+from db.repo import TrialTimeRow
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import FamilyShape, Shape, as_block_shape, store_columns
@@ -141,40 +141,6 @@ class SweepRequest:
         if self.strategy == "grid":
             return len(space) + extra
         return min(self.trials, len(space)) + extra
-
-
-def plan(store, request: SweepRequest):
-    """Create the sweep and its tasks in the store, find it when the same sweep exists, or
-    extend it when it exists with a smaller trial budget (`db.repo.open_sweep`).
-
-    Args:
-        store: the store (its Engine).
-        request: what to tune.
-
-    Returns:
-        `db.repo.OpenedSweep`: the sweep and what was done ("new", "resumed", "extended", or
-        "kept" when the stored sweep has a larger budget than asked).
-    """
-
-    with session_scope(store) as session:
-        return repo.open_sweep(session, request.sweep_spec())
-
-
-def opened_label(opened) -> str:
-    """How `tuner sweep` names what `plan` did, e.g. "new", "resumed" or "extended from 3 to 4
-    trials per task, 4 done task(s) reopened".
-
-    Args:
-        opened: `db.repo.OpenedSweep`.
-    """
-    if opened.outcome == "extended":
-        return (
-            f"extended from {opened.previous_budget} to {opened.info.budget} trials per "
-            f"task, {opened.reopened} done task(s) reopened"
-        )
-    if opened.outcome == "kept":
-        return f"resumed at its {opened.info.budget} trials per task, more than asked"
-    return opened.outcome
 
 
 def model_requests(model_shapes, **common) -> list[tuple[SweepRequest, str]]:

@@ -678,7 +678,6 @@ class _Worker:
                 worker_id=spec.worker_id,
                 state=state,
                 error=error,
-                budget=task.budget,
             )
             if state is repo.TaskState.FAILED and spec.runner.on_gpu and not _cuda_usable():
                 # A sticky CUDA error raised outside a trial (re-timing, inputs): every later
