@@ -38,7 +38,6 @@ from sqlalchemy.orm import Session, aliased
 
 from db.connection import dialect_insert
 from db.models import (
-    ENVIRONMENT_KEY,
     Decision,
     Device,
     Environment,
@@ -52,7 +51,7 @@ from db.models import (
     take,
     utcnow,
 )
-from tuner.core import CONFIG_KEYS, DEVICE_NAME_MAX, OutDtype, TrialStatus, is_device_name
+from tuner.core import CONFIG_KEYS, DEVICE_NAME_MAX, TrialStatus, is_device_name
 
 _NOT_FLYING = {"in_flight_config": None, "in_flight_since": None}
 _PENDING = {"state": TaskState.PENDING, "worker_id": None, "lease_expires_at": None}
@@ -104,14 +103,7 @@ def get_or_create_environment(
     kernel_hash; "" for what does not apply). It is found by those, not by kernel_source
     ("builtin" or "vllm") and vllm (vLLM's version or ""): the first vLLM version that timed a
     kernel text is the one kept for it.
-
-    Raises:
-        TypeError: `key` lacks a field or has another.
     """
-    if set(key) != set(ENVIRONMENT_KEY):
-        raise TypeError(
-            f"an environment is keyed by {', '.join(ENVIRONMENT_KEY)}, not {sorted(key)}"
-        )
     found = {"device_id": get_or_create_device(session, device_name=device_name), **key}
     return _get_or_insert(session, Environment, found, kernel_source=kernel_source, vllm=vllm)
 
@@ -175,23 +167,6 @@ def sweep_key(spec: SweepSpec) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _validate(spec: SweepSpec) -> None:
-    if spec.out_dtype not in set(OutDtype):
-        dtypes = ", ".join(OutDtype)
-        raise ValueError(f"out_dtype {spec.out_dtype!r} is not one of {dtypes}")
-    if not spec.m_values or not spec.shapes:
-        raise ValueError("a sweep needs at least one M value and one (N, K) shape")
-    if (spec.block_shape is not None and len(spec.block_shape) != 2) or any(
-        len(shape) != 2 for shape in spec.shapes
-    ):
-        raise ValueError("block_shape and every shape must be pairs: (group_n, group_k), (N, K)")
-    groups = {"m_values": spec.m_values, "shapes": [s for shape in spec.shapes for s in shape]}
-    groups |= {"block_shape": spec.block_shape or (), "tp and budget": (spec.tp, spec.budget)}
-    for name, values in groups.items():
-        if any(isinstance(v, bool) or int(v) != v or v < 1 for v in values):
-            raise ValueError(f"{name} must be positive integers, got {list(values)!r}")
-
-
 def sweep_params(sweep: Sweep, device_name: str) -> dict[str, Any]:
     """The `SweepParams` fields of a stored sweep on `device_name`."""
     block_shape = block_shape_of(sweep.block_n, sweep.block_k)
@@ -212,11 +187,7 @@ def create_sweep(session: Session, spec: SweepSpec) -> tuple[SweepInfo, bool]:
     (N, K, M) order, the order `claim_task` hands them out, when there is none; (the sweep,
     True when this call created it). Asked with another budget it is another sweep, whose
     tasks start from the trials of the first (`adopt_measurements`).
-
-    Raises:
-        ValueError: an empty grid or shape list, a non-positive size, an unknown out_dtype.
     """
-    _validate(spec)
     key = sweep_key(spec)
     found = select(Sweep.sweep_id).where(Sweep.sweep_key == key)
     sweep_id = session.scalar(found)
@@ -500,18 +471,7 @@ def record_decision(
 
     Returns:
         True when stored; False (nothing written) when the worker no longer holds the task.
-
-    Raises:
-        ValueError: no retimes, a repeated config, two defaults, or a decided config that was
-            not re-timed.
     """
-    configs = [tuple(item["config"][name] for name in CONFIG_KEYS) for item in retimes]
-    if not retimes or len(set(configs)) != len(configs):
-        raise ValueError("retimes: a decision needs distinct re-timed configs")
-    if sum(bool(item["is_default"]) for item in retimes) > 1:
-        raise ValueError("retimes: more than one config marked is_default")
-    if tuple(decision["config"][name] for name in CONFIG_KEYS) not in configs:
-        raise ValueError("decision.config is not one of the re-timed configs")
     if not end_trial(session, task_id=task_id, worker_id=worker_id):
         return False
     task = {"task_id": task_id, "environment_id": environment_id, "created_at": utcnow()}

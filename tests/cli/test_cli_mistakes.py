@@ -38,8 +38,6 @@ CASES = {
         "{tmp}/bad.json: config #1: missing key(s) BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, "
         "num_warps, num_stages"
     ),
-    "TUNER_LEASE_S=2m sweep --device interpreter --model tiny --trials 1 "
-    "--db sqlite:///n.db": "TUNER_LEASE_S='2m': give the lease in seconds, a number above 0",
     "sweep --device L2O --model tiny": (
         "no visible GPU matches --device L2O (did you mean 'L20'?); visible: no CUDA GPU"
     ),

@@ -204,8 +204,7 @@ def test_a_killed_sweep_leaves_no_worker_and_resumes(landscape, uninterrupted, t
     if sig == signal.SIGTERM:
         assert sweep.returncode == 143  # 128 + SIGTERM, as a shell reports it
         assert sweep.stderr.read().splitlines()[-1] == (
-            "error: terminated (SIGTERM); finished trials are stored: run the same command to "
-            "resume"
+            "error: terminated (SIGTERM); finished work is stored: run the same command to resume"
         )
         assert count(db, "SELECT count(*) FROM tasks WHERE state = 'running'") == 0
     wait_for(lambda: not any(alive(pid) for pid in workers), 8, "a worker outlived the sweep")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from sqlalchemy.exc import DBAPIError
 
 from db.repo import StoreUnavailable, is_transient
-from tuner.run.supervisor import interrupted_exit
+from tuner.run.supervisor import interrupted, interrupted_exit
 
 
 def run_guarded(app: Callable[[], object]) -> None:
@@ -31,8 +31,7 @@ def run_guarded(app: Callable[[], object]) -> None:
             2,
         )
     except KeyboardInterrupt as exc:
-        code, what = interrupted_exit(exc)
-        _exit(f"{what}; finished work is stored: run the same command to resume", code)
+        _exit(interrupted(exc), interrupted_exit(exc)[0])
 
 
 def _exit(line: str, code: int) -> None:

@@ -26,11 +26,7 @@ def strategy_names() -> Any:
 EngineName = Literal["vllm", "sglang"]
 EngineOpt = Annotated[
     EngineName,
-    typer.Option(
-        "--engine",
-        help="Serving engine: its config folder and its "
-        "file-name spelling (SGLang: block_shape=[128, 128]).",
-    ),
+    typer.Option("--engine", help="Serving engine: its config folder and file names."),
 ]
 
 
@@ -44,20 +40,15 @@ DbOpt = Annotated[
         "--db",
         envvar="TUNER_DB_URL",
         show_envvar=True,
-        help="SQLAlchemy URL of the store (default: sqlite:///tuner.db in the current "
-        "folder; sqlite:////abs/path.db for an absolute path); postgresql://user@host/db "
-        "(psycopg; postgres:// too) to share one store between hosts. A store that "
-        "cannot be opened when the command starts is one line and exit 2; one that "
-        "then stays unreachable, locked or full for $TUNER_STORE_TIMEOUT_S seconds "
-        "(default 180) stops the command the same way.",
+        help="SQLAlchemy URL of the store (default: sqlite:///tuner.db here); "
+        "postgresql://user@host/db to share one store between hosts.",
     ),
 ]
 DeviceOpt = Annotated[
     str,
     typer.Option(
         "--device",
-        help="GPU model as vLLM names it (L20, NVIDIA_L20, H200, ...), or "
-        "'interpreter' for the CPU interpreter (device_name TRITON_INTERPRETER).",
+        help="GPU model as vLLM names it (L20, NVIDIA_L20, ...), or 'interpreter' (the CPU).",
     ),
 ]
 ModelOpt = Annotated[str, typer.Option(help="Model key from `tuner shapes list`.")]
@@ -75,9 +66,7 @@ ReplayOpt = Annotated[
     Path | None,
     typer.Option(
         "--replay",
-        help="Answer every trial from this landscape file "
-        "(recorded timings) instead of a device: for tests and search "
-        "benchmarks.",
+        help="Answer every trial from this landscape file (recorded timings), not a device.",
     ),
 ]
 InterpreterRepsOpt = Annotated[
@@ -89,19 +78,15 @@ TrialTimeoutOpt = Annotated[
         "--trial-timeout",
         min=0.1,
         show_default="300 on a GPU, 1800 on the interpreter",
-        help="Seconds one config may take (compile, "
-        "check, timing); then its worker is killed, the config recorded "
-        "as timeout, and the task goes on in a new worker.",
+        help="Seconds one config may take; then it is recorded as timeout, its worker restarted.",
     ),
 ]
 KernelOpt = Annotated[
     KernelChoice,
     typer.Option(
         "--kernel",
-        help="Whose Triton kernels to time: vllm (the "
-        "installed vLLM's, called as vLLM calls them), builtin (the "
-        "tuner's copies), auto (vllm where vLLM is importable and "
-        "keeps the real Triton). A sweep's winners have one source.",
+        help="Whose Triton kernels to time: vllm (the installed vLLM's), builtin (the tuner's "
+        "copies), auto (vllm where vLLM is importable).",
     ),
 ]
 # Commands that time nothing: --kernel picks whose kernel's trials the files come from.
@@ -109,9 +94,8 @@ TrialsKernelOpt = Annotated[
     KernelChoice,
     typer.Option(
         "--kernel",
-        help="Whose kernel's trials the files are merged from: vllm (trials of vLLM's own kernel, "
-        "a sweep inside the serving image), builtin (the tuner's copies), auto (vllm where vLLM "
-        "is importable here or the device has trials of it, else builtin).",
+        help="Whose kernel's trials the files are merged from: vllm, builtin, auto (vllm where "
+        "vLLM is importable or the device has trials of it).",
     ),
 ]
 
@@ -129,8 +113,7 @@ TrialsOpt = Annotated[
     typer.Option(
         min=1,
         max=100_000,
-        help="Configs per (N, K, M) for every strategy but grid, vLLM's default config included "
-        "(128: where guided reached 1.0 of the optimum, geomean, in bench/search_quality.py).",
+        help="Configs per (N, K, M) for every strategy but grid, vLLM's default included.",
     ),
 ]
 SweepSeedOpt = Annotated[
@@ -146,8 +129,7 @@ DryRunOpt = Annotated[
     bool,
     typer.Option(
         "--dry-run",
-        help="Print the plan (tasks, trials, time estimate) and exit; the store is "
-        "read, never written.",
+        help="Print the plan (tasks, trials, time) and exit; nothing is written.",
     ),
 ]
 SweepIdOpt = Annotated[

@@ -1,5 +1,5 @@
 """Where a `tuner` command's output goes: the consoles (tables and lines on stdout, progress
-bars on stderr), a line printed as it is, a sweep's closing lines, and a --out folder checked."""
+bars on stderr), a line printed as it is, and a --out folder checked."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 from rich.console import Console
 
 from tuner.cli.errors import fail
-from tuner.run.sweep import summary_lines
 
 console = Console()
 # Progress bars: on stderr, so stdout keeps only the tables and lines a script reads.
@@ -19,13 +18,6 @@ def plain(text: str, to: Console | None = None) -> None:
     """Print a line as it is (on `to`, stdout's console by default): no markup, no
     highlighting, wrapped only at the terminal's edge."""
     (to or console).print(text, soft_wrap=True, markup=False, highlight=False)
-
-
-def print_sweep_summary(summary) -> None:
-    """The closing lines of a sweep run (`tuner.run.sweep.summary_lines`)."""
-
-    for line in summary_lines(summary):
-        plain(line)
 
 
 def out_folder(path: Path) -> Path:

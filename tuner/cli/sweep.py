@@ -31,21 +31,21 @@ from tuner.cli.options import (
     TrialTimeoutOpt,
     strategy_names,
 )
-from tuner.cli.output import console, plain, print_sweep_summary
+from tuner.cli.output import console, plain
 from tuner.cli.store import existing_store, masked, open_db
 from tuner.core import REQUIRED_M, OutDtype
 from tuner.inputs.shapes import UnknownModelError, load_shapes
 from tuner.measure.runners import Runner
 from tuner.run.plan import model_requests, plan_lines, space_name
-from tuner.run.supervisor import interrupted_exit
+from tuner.run.supervisor import interrupted, interrupted_exit
 from tuner.run.sweep import (
     commonest_failure,
     run_workers,
+    summary_lines,
     supervisor,
     unfinished_in_scope,
     worker_specs,
 )
-from tuner.run.worker import lease_s_default
 from tuner.search.registry import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 # `tuner sweep --strategy`: its type is built with the command (`strategy_names`), so a
@@ -85,23 +85,27 @@ def sweep(
     resumes where it stopped; with a larger --trials only the new trials are measured. When
     every task is done the device's files are published as its next release (unless
     --no-publish). The plan (tasks, trials, time) comes first."""
-    m_values, shapes = _parse(m, model, tp)
     plan_here = (not no_run, dry_run and not no_run)
     search = dict(strategy=strategy, trials=trials, seed=seed, out_dtype=out_dtype.value)
     runner, resolved, requests = _requests(
-        shapes, m_values, device, replay, kernel, plan_here, interpreter_reps, configs, search
+        (m, model, tp), device, replay, kernel, plan_here, interpreter_reps, configs, search
     )
     visible = list(resolved.visible_ids)  # one worker each
-    notes = _default_lines(shapes.model, shapes.tp, tp is not None, m)
-    _show_plan(requests, db, runner, len(visible), notes, interpreter_reps)
+    _show_plan(requests, db, runner, len(visible), interpreter_reps)
     if not dry_run:
         _run_all(requests, db, runner, visible, no_run, no_publish, trial_timeout)
 
 
-def _requests(shapes, m_values, device, replay, kernel, plan_here, reps, configs, search):
-    """(runner, resolved device, the sweep requests of the model's shapes): --kernel, --device
-    and --replay resolved (`plan_here`: a device is needed, only a plan is printed), then one
-    request per family of the model with `search` (strategy, trials, seed, out_dtype)."""
+def _requests(what, device, replay, kernel, plan_here, reps, configs, search):
+    """(runner, resolved device, the sweep requests of the model's shapes): `what` (--m, --model,
+    --tp) read, --kernel, --device and --replay resolved (`plan_here`: a device is needed, only
+    a plan is printed), then one request per family of the model with `search` (strategy,
+    trials, seed, out_dtype). A bad value exits 2 with one line."""
+    m, model, tp = what
+    try:
+        m_values, shapes = parse_m_values(m), load_shapes(model, tp)
+    except (ValueError, UnknownModelError) as exc:
+        raise fail(str(exc).strip("'\"")) from None
     source, label = resolve_kernel_choice(kernel)
     need_device, plan_only = plan_here
     runner, resolved = resolve_runner(
@@ -120,20 +124,11 @@ def _requests(shapes, m_values, device, replay, kernel, plan_here, reps, configs
     return runner, resolved, requests
 
 
-def _parse(m: str, model: str, tp: int | None) -> tuple:
-    """(--m's sorted M values, the model's shapes); a bad value exits 2 with one line."""
-    try:
-        return parse_m_values(m), load_shapes(model, tp)
-    except (ValueError, UnknownModelError) as exc:
-        raise fail(str(exc).strip("'\"")) from None
-
-
 def _run_all(requests, db, runner, visible, no_run, no_publish, trial_timeout_s) -> None:
     """Run every sweep of the command (`_plan_and_run`), then publish the device's files
     unless --no-run or --no-publish, merged from the sweeps' own kernel source: "auto"
     could read another source's trials here (vLLM's wherever vLLM is installed, even when
     the sweep timed the builtin)."""
-    _check_lease()
     url, store = open_db(db)
     for request, what in requests:
         _plan_and_run(
@@ -149,25 +144,6 @@ def _run_all(requests, db, runner, visible, no_run, no_publish, trial_timeout_s)
     if not no_run and not no_publish:
         first = requests[0][0]
         publish_device(store, first.device_name, reason="tuner sweep", kernel=first.kernel)
-
-
-def _check_lease() -> None:
-    """One line and exit 2 when $TUNER_LEASE_S is set but no lease (`lease_s_default`)."""
-    try:
-        lease_s_default()
-    except ValueError as exc:
-        raise fail(str(exc)) from None
-
-
-def _default_lines(model: str, tp: int, tp_given: bool, m: str) -> list[str]:
-    """What the plan says of the values left to their defaults: the M grid (`m`: the --m
-    text), the TP (`tp` chosen for `model`, `tp_given`: --tp was passed)."""
-    lines = []
-    if m == DEFAULT_M:
-        lines.append("M grid not given: vLLM's 18 batch sizes, 1 to 4096 (--m 1,16,32 for fewer)")
-    if not tp_given:
-        lines.append(f"TP not given: {tp}, the only size shapes/{model} lists (--tp to choose)")
-    return lines
 
 
 def _history(db: str | None, requests: list) -> tuple[list, list[int]]:
@@ -187,7 +163,7 @@ def _history(db: str | None, requests: list) -> tuple[list, list[int]]:
     return history, stored
 
 
-def _show_plan(requests: list, db, runner: Runner, workers: int, notes: list, reps: int) -> None:
+def _show_plan(requests: list, db, runner: Runner, workers: int, reps: int) -> None:
     """Print the plan of a `tuner sweep` in one block, after a warning for an M grid without
     some of vLLM's batch sizes."""
     history, stored = _history(db, requests)
@@ -205,7 +181,7 @@ def _show_plan(requests: list, db, runner: Runner, workers: int, notes: list, re
         stored=stored,
         workers=max(1, workers),
     )
-    for line in [*lines, *(f"  {note}" for note in notes)]:
+    for line in lines:
         plain(line)
 
 
@@ -254,12 +230,10 @@ def _run(store, url, request, sweep_id, runner, visible, trial_timeout_s) -> Non
             console=console,
             trial_timeout_s=trial_timeout_s,
         )
-    except KeyboardInterrupt as exc:
-        code, how = interrupted_exit(exc)
-        raise fail(
-            f"{how}; finished trials are stored: run the same command to resume", code
-        ) from None
-    print_sweep_summary(summary)
+    except KeyboardInterrupt as exc:  # here: Click would turn SIGTERM's exit code into 130
+        raise fail(interrupted(exc), interrupted_exit(exc)[0]) from None
+    for line in summary_lines(summary):
+        plain(line)
     now = summary.now
     if (now.trials_total or now.tasks_failed) and not now.trials_ok:
         raise fail(f"sweep {sweep_id}: no trial ok; {commonest_failure(store, sweep_id)}", 1)
@@ -302,15 +276,13 @@ def worker(
     plain(
         f"{len(visible)} worker(s) on {where}: {unfinished} unfinished task(s), store {masked(url)}"
     )
-    _check_lease()
     specs = worker_specs(
         url, runner=runner, visible_devices=visible, configs=candidates, kernel=source, **scope
     )
     try:
         report = supervisor(store, specs, trial_timeout, plain).run()
     except KeyboardInterrupt as exc:
-        code, how = interrupted_exit(exc)
-        raise fail(f"{how}; the tasks went back to the queue", code) from None
+        raise fail(interrupted(exc), interrupted_exit(exc)[0]) from None
     left = unfinished_in_scope(store, **scope)
     plain(
         f"worker done: {left} unfinished task(s) left in {where}; {report.crashed} crashed, "

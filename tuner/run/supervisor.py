@@ -61,6 +61,11 @@ def interrupted_exit(exc: KeyboardInterrupt) -> tuple[int, str]:
     return 128 + signal.SIGINT, "interrupted"
 
 
+def interrupted(exc: KeyboardInterrupt) -> str:
+    """The one line of a command an interrupt stopped (its code: `interrupted_exit`)."""
+    return f"{interrupted_exit(exc)[1]}; finished work is stored: run the same command to resume"
+
+
 def describe_exit(exitcode: int) -> str:
     """How a worker ended, for the console and for a crashed trial's error.
 
@@ -113,26 +118,19 @@ class _Slot:
 
 
 @dataclass(frozen=True)
-class Totals:
-    """The counters of `WorkerShared`, summed over a run's worker processes: trials stored and
-    reused from other sweeps, and seconds spent measuring and compiling."""
-
-    trials_stored: int = 0
-    trials_reused: int = 0
-    measure_s: float = 0.0
-    compile_s: float = 0.0
-
-
-@dataclass(frozen=True)
 class SupervisorReport:
     """What happened to the workers of one run: restarts, trials recorded as crashed and timed
-    out, the slots given up, and the `Totals` of their processes."""
+    out, the slots given up, and the counters of `WorkerShared` summed over its processes
+    (trials stored and reused from other sweeps, seconds spent measuring and compiling)."""
 
     restarts: int
     crashed: int
     timeouts: int
     given_up: tuple[str, ...]
-    totals: Totals = Totals()
+    trials_stored: int = 0
+    trials_reused: int = 0
+    measure_s: float = 0.0
+    compile_s: float = 0.0
 
 
 class Supervisor:
@@ -207,13 +205,10 @@ class Supervisor:
             raise
         finally:
             signal.signal(signal.SIGTERM, previous)
-        sums = {
-            f.name: sum(getattr(one, f.name).value for one in self.shared) for f in fields(Totals)
-        }
+        counters = [f.name for f in fields(SupervisorReport)][4:]
+        sums = {name: sum(getattr(one, name).value for one in self.shared) for name in counters}
         given_up = tuple(self.given_up)
-        return SupervisorReport(
-            self.restarts, self.crashed, self.timeouts, given_up, Totals(**sums)
-        )
+        return SupervisorReport(self.restarts, self.crashed, self.timeouts, given_up, **sums)
 
     def _poll(self, live: list[_Slot]) -> None:
         """Kill the overdue workers, account for those that exited, drop the finished slots."""

@@ -208,17 +208,17 @@ def summary_lines(summary: SweepSummary) -> list[str]:
     """The closing lines of a sweep run: tasks and trials (this run's own: another command on
     the same sweep stores trials meanwhile), then where the time went, e.g. `compile 80.0 s,
     measure 300.2 s, wall 320.5 s`."""
-    now, report, totals, wall_s = summary.now, summary.report, summary.report.totals, summary.wall_s
-    run_now = totals.trials_stored + report.crashed + report.timeouts
-    by_others = now.trials_total - summary.before.trials_total - run_now - totals.trials_reused
+    now, report, wall_s = summary.now, summary.report, summary.wall_s
+    run_now = report.trials_stored + report.crashed + report.timeouts
+    by_others = now.trials_total - summary.before.trials_total - run_now - report.trials_reused
     counts = [(report.crashed, "crashed"), (report.timeouts, "timed out")]
-    elsewhere = [(totals.trials_reused, "reused from other sweeps")]
+    elsewhere = [(report.trials_reused, "reused from other sweeps")]
     elsewhere.append((max(0, by_others), "run by other workers"))
     return [
         f"sweep {summary.sweep_id}: {now.tasks_done}/{now.tasks_total} tasks done, "
         f"{now.tasks_failed} failed; {run_now} trials run now{_some(elsewhere)} "
         f"({now.trials_total} stored, {now.trials_ok} ok{_some(counts)})",
-        f"compile {totals.compile_s:.1f} s, measure {totals.measure_s:.1f} s, wall {wall_s:.1f} s",
+        f"compile {report.compile_s:.1f} s, measure {report.measure_s:.1f} s, wall {wall_s:.1f} s",
     ]
 
 

@@ -4,10 +4,9 @@ with its supervisor, the lease of its claimed task, the search of that task, and
 Before measuring a config the worker marks it in flight in the memory it shares with its
 supervisor (`WorkerShared.mark_in_flight`) and clears the mark once the trial is stored; the
 supervisor (tuner.run.supervisor) reads the mark when the worker dies or hangs and records that
-config as crashed or timed out. Whether the worker still holds its task is asked of its lease
-(`Lease.holds`: from memory while the last renewal is recent), so a trial costs one store
-transaction: its record. torch and triton are imported inside the worker process, after the
-runner set its environment (`Runner.pin`).
+config as crashed or timed out. Whether the worker still holds its task is kept by its lease's
+heartbeat (`Lease`), so a trial costs one store transaction: its record. torch and triton are
+imported inside the worker process, after the runner set its environment (`Runner.pin`).
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from db import repo
 from db.repo import StoreUnavailable, connect, describe_store_error, retry_store, session_scope
 from tuner.core import CONFIG_KEYS, TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.registry import DEFAULT_FAMILY, get_family
+from tuner.kernels.registry import get_family
 from tuner.kernels.shape import FamilyShape
 from tuner.measure.noise import RETIME_ROUNDS, decide_winner, retime_interleaved, select_for_retime
 from tuner.measure.runner import Problem
@@ -63,20 +62,9 @@ RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(TrialResult))[1:]
 
 
 def lease_s_default() -> float:
-    """Seconds a claimed task stays leased without a heartbeat: $TUNER_LEASE_S (tests shorten
-    it so that tasks of killed workers come back in seconds), else 120.
-
-    Raises:
-        ValueError: one line: $TUNER_LEASE_S is not a number above 0.
-    """
-    text = os.environ.get("TUNER_LEASE_S") or "120"
-    try:
-        lease_s = float(text)
-    except ValueError:
-        lease_s = 0.0
-    if not lease_s > 0:  # also NaN
-        raise ValueError(f"TUNER_LEASE_S={text!r}: give the lease in seconds, a number above 0")
-    return lease_s
+    """Seconds a claimed task stays leased without a heartbeat: $TUNER_LEASE_S (a test hook:
+    tests shorten it so that tasks of killed workers come back in seconds), else 120."""
+    return float(os.environ.get("TUNER_LEASE_S") or 120)
 
 
 def worker_log_path(worker_id: str) -> Path:
@@ -221,13 +209,10 @@ class WorkerShared:
 
 
 class Lease:
-    """A worker's hold on its claimed task: renewed in the store by a heartbeat, asked before
-    each measurement without a store round trip while the last renewal is recent.
-
-    A lease ends `lease_s` after its last renewal (`repo.heartbeat`); another worker can claim
-    the task only after that. While less than `lease_s / 2` has passed since the start of the
-    last successful renewal, `holds` answers from memory; a renewal that finds the task taken
-    is final.
+    """A worker's hold on its claimed task, renewed in the store by a heartbeat: `lost` is set
+    once a renewal finds the task taken (its lease ended and another worker claimed it, or it
+    was released), and is final. A trial's record is fenced to the hold anyway
+    (`db.repo.record_trial`), so a worker that has not noticed yet stores nothing.
 
     Args:
         store: the store (its Engine).
@@ -239,9 +224,7 @@ class Lease:
     def __init__(self, store, task_id: int, worker_id: str, lease_s: float) -> None:
         self.store, self.task_id = store, task_id
         self.worker_id, self.lease_s = worker_id, lease_s
-        self._renewed_at: float | None = None  # time.monotonic() before the last renewal
-        self._lost = False
-        self._lock = threading.Lock()
+        self.lost = threading.Event()
 
     def renew(self, session=None) -> bool:
         """Extend the lease in the store (in `session` when given, else in a transaction of its
@@ -250,31 +233,15 @@ class Lease:
         Raises:
             sqlalchemy.exc.DBAPIError: the store could not be reached.
         """
-        if self._lost:
+        if self.lost.is_set():
             return False
-        started = time.monotonic()
         with nullcontext(session) if session is not None else session_scope(self.store) as own:
             held = repo.heartbeat(
                 own, task_id=self.task_id, worker_id=self.worker_id, lease_s=self.lease_s
             )
-        with self._lock:
-            self._lost = self._lost or not held
-            if held and (self._renewed_at is None or started > self._renewed_at):
-                self._renewed_at = started
+        if not held:
+            self.lost.set()
         return held
-
-    def holds(self) -> bool:
-        """Whether the worker may measure for the task now: from memory while the last renewal
-        started less than lease_s / 2 ago, else after a renewal in the store.
-
-        Raises:
-            sqlalchemy.exc.DBAPIError: a renewal was needed and the store could not be reached.
-        """
-        with self._lock:
-            if self._lost:
-                return False
-            last = self._renewed_at
-        return (last is not None and time.monotonic() - last < self.lease_s / 2) or self.renew()
 
     def heartbeat(self) -> threading.Event:
         """Renew every lease_s / 4 in a thread until the returned event is set or a renewal
@@ -469,7 +436,7 @@ class TaskRun:
             counted = sum(r.status not in self.strategy.free for r in self.done.values())
             if counted >= self.cap:
                 raise _BudgetSpent
-        if not self.lease.holds():
+        if self.lease.lost.is_set():
             raise self.lost()
         is_default = config == self.default
         self.shared.mark_in_flight(self.task, config, is_default)
@@ -590,18 +557,6 @@ def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
         raise SystemExit(1) from None
 
 
-def _cuda_usable() -> bool:
-    """Whether this process's CUDA context still runs work (a sticky error such as an illegal
-    memory access makes every later call raise)."""
-    import torch  # after Runner.pin set the process's environment
-
-    try:
-        torch.cuda.synchronize()
-    except RuntimeError:
-        return False
-    return True
-
-
 class _Worker:
     """One worker process: its setup (the store, its environment, the candidate space, the
     compile pool, the watch on its supervisor) and its claim loop."""
@@ -614,7 +569,6 @@ class _Worker:
             threading.Thread(target=self.watch_parent, daemon=True).start()
         # Each family's trials are recorded with its own kernel's hash.
         self.environments: dict[str, int] = {}
-        self.environment_for(DEFAULT_FAMILY)
         # each task's family's space (vLLM's grid), unless configs are named
         self.space = None if spec.configs is None else list(spec.configs)
         self.compiler = None
@@ -679,9 +633,9 @@ class _Worker:
                 state=state,
                 error=error,
             )
-            if state is repo.TaskState.FAILED and spec.runner.on_gpu and not _cuda_usable():
-                # A sticky CUDA error raised outside a trial (re-timing, inputs): every later
-                # task of this process would fail at once; a fresh process takes the others.
+            if state is repo.TaskState.FAILED and spec.runner.on_gpu:
+                # A sticky CUDA error raised outside a trial (re-timing, inputs) would fail every
+                # later task of this process at once: a fresh process takes the others.
                 raise SystemExit(EXIT_RESTART)
 
     def run_claimed(self, task) -> tuple[repo.TaskState | None, str | None]:

@@ -12,6 +12,7 @@ from sqlalchemy import event
 
 from db import repo
 from db.connection import open_store, session_scope
+from db.models import Task
 from tests import storefill
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
@@ -368,22 +369,34 @@ def test_the_mark_in_flight_round_trips_and_clears(monkeypatch):
     assert shared.in_flight() is None
 
 
-def test_a_fresh_lease_answers_from_memory_and_a_stale_one_asks_the_store(store):
+def test_a_lease_is_renewed_by_its_heartbeat_and_lost_for_good_once_the_task_is_taken(store):
     engine, spec, _ = store
     task = claim(engine, spec)
-    lease = Lease(engine, task.task_id, spec.worker_id, lease_s=60)
-    commits = commits_of(engine)
-    assert lease.holds()  # never renewed: renewed now
-    assert len(commits) == 1
-    assert all(lease.holds() for _ in range(100))
-    assert len(commits) == 1
-    with session_scope(engine) as session:  # taken from the worker
-        repo.release_tasks(session, worker_id=spec.worker_id)
-    assert lease.holds()  # within lease_s / 2 of a renewal: from memory
-    lease._renewed_at = time.monotonic() - 31  # the last renewal is older than lease_s / 2
-    assert not lease.holds()
-    assert not lease.holds() and not lease.renew()  # lost for good, no more store round trips
-    assert len(commits) == 3
+    lease = Lease(engine, task.task_id, spec.worker_id, lease_s=0.2)
+
+    def expires():
+        with session_scope(engine) as session:
+            return session.get(Task, task.task_id).lease_expires_at
+
+    claimed = expires()
+    stopped = lease.heartbeat()
+    try:
+        wait_until(lambda: expires() != claimed)  # renewed by the heartbeat
+        assert not lease.lost.is_set()
+        with session_scope(engine) as session:  # taken from the worker
+            repo.release_tasks(session, worker_id=spec.worker_id)
+        wait_until(lease.lost.is_set)
+        commits = commits_of(engine)
+        assert not lease.renew() and not commits  # lost for good, no more store round trips
+    finally:
+        stopped.set()
+
+
+def wait_until(condition, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
 
 
 def test_guided_stores_its_pruned_trials_beyond_the_budget_and_resumes_without_measuring(store):
@@ -458,12 +471,9 @@ def test_a_task_taken_from_the_worker_records_nothing(tmp_path):
     assert StubRunner.measured == []  # not even the default config was measured
 
 
-@pytest.mark.parametrize("usable", [True, False])
-def test_a_task_that_fails_on_a_broken_cuda_context_restarts_the_process(
-    tmp_path, monkeypatch, usable
-):
-    """An error outside a trial (here: in re-timing) fails its task; if it left the CUDA context
-    unusable, the process exits for a fresh one instead of failing every later task at once."""
+def test_a_task_that_fails_on_a_gpu_restarts_the_process(tmp_path, monkeypatch):
+    """An error outside a trial (here: in re-timing) fails its task; on a GPU the process then
+    exits for a fresh one, as a sticky CUDA error would fail every later task at once."""
     from sqlalchemy import select
 
     from db.models import Task
@@ -478,13 +488,9 @@ def test_a_task_that_fails_on_a_broken_cuda_context_restarts_the_process(
 
     monkeypatch.setattr(runners.GpuRunner, "environment", lambda self, kernel, family: ENV | L20)
     monkeypatch.setattr(worker, "run_task", failing_task)
-    monkeypatch.setattr(worker, "_cuda_usable", lambda: usable)
-    if usable:
-        worker.worker_main(spec)  # the task fails; nothing else to claim, the worker returns
-    else:
-        with pytest.raises(SystemExit) as exit_:
-            worker.worker_main(spec)
-        assert exit_.value.code == worker.EXIT_RESTART
+    with pytest.raises(SystemExit) as exit_:
+        worker.worker_main(spec)
+    assert exit_.value.code == worker.EXIT_RESTART
     with session_scope(engine) as session:
         assert session.scalars(select(Task.state)).all() == ["failed"]
     assert len(calls) == 1
