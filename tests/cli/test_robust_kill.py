@@ -36,12 +36,8 @@ from tests.cli.robust import (
 from tuner.cli.guard import run_guarded
 from tuner.kernels.dense.space import default_config
 from tuner.run.supervisor import (
-    EXIT_PARENT_GONE,
-    EXIT_RESTART,
     Terminated,
     _interrupt,
-    blames_config,
-    describe_exit,
 )
 
 M_VALUES = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -247,17 +243,6 @@ def statuses(folder) -> list[tuple]:
         (m, f"{bm}x{bn}x128 g{g} w{w} s{s}", status, is_default, error)
         for m, bm, bn, g, w, s, status, is_default, error in rows
     ]
-
-
-def test_exit_codes_that_blame_the_config():
-    assert describe_exit(-signal.SIGABRT) == "killed by SIGABRT"
-    assert describe_exit(-200) == "killed by signal 200"
-    assert describe_exit(1) == "exited with code 1"
-    assert describe_exit(EXIT_RESTART).startswith("exited after a crashed trial")
-    assert [blames_config(code) for code in (-signal.SIGSEGV, -signal.SIGABRT, 1, 2)] == [True] * 4
-    quiet = (0, 130, EXIT_PARENT_GONE, EXIT_RESTART)
-    quiet += tuple(-sig for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
-    assert [blames_config(code) for code in quiet] == [False] * len(quiet)
 
 
 def test_crashing_configs_are_recorded_and_the_sweep_goes_on(folder):

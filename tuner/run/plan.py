@@ -134,13 +134,17 @@ class SweepRequest:
     def trials_per_task(self) -> int:
         """Distinct configs each task measures: the budget, plus the default if outside it (the
         progress bar's total; a family whose default changes with M counts the first M's)."""
-        space = self.space
-        family = get_family(self.family)
         shape = self.key(*self.shapes[0]).shape
-        extra = 0 if family.default_config(shape, self.m_values[0]) in space else 1
-        if self.strategy == "grid":
-            return len(space) + extra
-        return min(self.trials, len(space)) + extra
+        default = get_family(self.family).default_config(shape, self.m_values[0])
+        return trial_cap(self.budget, self.space, default)
+
+
+def trial_cap(budget: int, space, default) -> int:
+    """Most distinct configs a task stores: min(budget, distinct configs of the space), plus 1
+    for vLLM's `default` config at the task's M when it is outside the space (every task
+    measures it)."""
+    allowed = set(space)
+    return min(budget, len(allowed)) + (default not in allowed)
 
 
 def model_requests(model_shapes, **common) -> list[tuple[SweepRequest, str]]:

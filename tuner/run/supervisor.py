@@ -141,7 +141,6 @@ class Supervisor:
         specs: one template per slot; each start gets a fresh worker_id and parent_pid.
         trial_timeout_s: seconds one config may stay in flight before its worker is killed.
         on_event: called with one line per crash, timeout, restart or abandoned slot.
-        context: multiprocessing context (spawn by default).
     """
 
     def __init__(
@@ -151,13 +150,12 @@ class Supervisor:
         *,
         trial_timeout_s: float,
         on_event: Callable[[str], None] = lambda line: None,
-        context=None,
     ) -> None:
         self.store = store
         self.slots = [_Slot(label=spec.visible_device or "cpu", template=spec) for spec in specs]
         self.trial_timeout_s = trial_timeout_s
         self.on_event = on_event
-        self.context = context or mp.get_context("spawn")
+        self.context = mp.get_context("spawn")
         self.worker_ids: list[str] = []
         self.shared: list[WorkerShared] = []  # of every process started, for the totals
         self.restarts = self.crashed = self.timeouts = 0

@@ -37,6 +37,7 @@ from tuner.measure.noise import RETIME_ROUNDS, decide_winner, retime_interleaved
 from tuner.measure.runner import Problem
 from tuner.measure.trial import TrialResult
 from tuner.run.compile_gate import WorkerCompiler
+from tuner.run.plan import trial_cap
 from tuner.search.registry import get_strategy
 from tuner.search.warm_start import related as related_timings
 from tuner.search.warm_start import warm_start_for_task
@@ -258,14 +259,6 @@ class Lease:
 
         threading.Thread(target=beat, daemon=True).start()
         return stopped
-
-
-def trial_cap(budget: int, space, default) -> int:
-    """Most distinct configs a task stores: min(budget, distinct configs of the space), plus 1
-    for vLLM's `default` config at the task's M when it is outside the space (every task
-    measures it)."""
-    allowed = set(space)
-    return min(budget, len(allowed)) + (default not in allowed)
 
 
 class TaskRun:

@@ -20,6 +20,7 @@ from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure import runners
 from tuner.measure.runners import make_runner
 from tuner.measure.trial import TrialResult
+from tuner.run.plan import trial_cap
 from tuner.run.worker import (
     ContextLost,
     InFlight,
@@ -28,7 +29,6 @@ from tuner.run.worker import (
     WorkerShared,
     WorkerSpec,
     run_task,
-    trial_cap,
 )
 
 BUDGET = 6
