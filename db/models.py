@@ -189,7 +189,7 @@ class Task(Base):
     task_id: Mapped[int] = mapped_column(primary_key=True)
     sweep_id: Mapped[int] = mapped_column(sa.ForeignKey("sweeps.sweep_id", ondelete="CASCADE"))
     # The kernel family (tuner.kernels.registry) and its dimensions beyond N and K, as
-    # `name=value,...` ("" for none). Every writer names the family (`db.repo.open_sweep`);
+    # `name=value,...` ("" for none). Every writer names the family (`db.repo.create_sweep`);
     # rows stored before families existed got theirs from the migration that added the column.
     family: Mapped[str] = mapped_column(sa.String(32))
     shape_params: Mapped[str] = mapped_column(sa.String(128), default="", server_default="")
