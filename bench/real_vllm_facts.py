@@ -8,7 +8,7 @@ Checks, one line each ("ok: ..." or "FAIL: ..."), exit 1 when one fails:
   `tuner.kernels.vllm_table.FP8_BLOCK_KERNELS` lists them, and after vLLM's own reordering
   (`_resolve_backend_kernels`) at compute capability 89 and 90, as `block_kernel_order` gives;
 - DeepGEMM's `can_implement` refuses a layer under a vLLM config without a model config, and
-  gets past its model checks under `tuner.compare.backends.model_config_view` (on a host
+  gets past its model checks under `tuner.compare.vllm_select.model_config_view` (on a host
   without a GPU it then stops at the hardware check);
 - `fused_moe_kernel`'s parameters (names, order, constexpr, defaults) and the signatures of
   `dispatch_fused_moe_kernel` and `invoke_fused_moe_triton_kernel` equal the stand-in's;
@@ -82,7 +82,7 @@ def deepgemm_reads_the_model_config() -> None:
         DeepGemmFp8BlockScaledMMKernel,
     )
 
-    from tuner.compare.backends import model_config_view
+    from tuner.compare.vllm_select import model_config_view
     from tuner.kernels.serving import block_fp8_layer_config
 
     layer = block_fp8_layer_config(7168, 18432, torch.bfloat16)

@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from types import SimpleNamespace
 
 from tuner.core import error_line
 from tuner.kernels.registry import FAMILIES
@@ -98,14 +99,34 @@ def _seen_capability(arch: str) -> int:
     return capability[0] * 10 + capability[1]
 
 
+def model_config_view(model_type: str | None) -> SimpleNamespace:
+    """What vLLM's selection reads of a server's model config: `model_type` as
+    `hf_text_config` and `hf_config` (its own ModelConfig needs the checkpoint's files)."""
+    text = SimpleNamespace(model_type=model_type)
+    return SimpleNamespace(hf_text_config=text, hf_config=text)
+
+
+def server_vllm_config(model_type: str | None):
+    """A context in which vLLM's current config is a `VllmConfig()` whose model config carries
+    `model_type` (`model_config_view`): what a server's selection sees.
+
+    Raises:
+        Exception: whatever importing vllm.config or `VllmConfig()` raises (vLLM 0.33.0:
+            "Failed to infer device type" where it sees no GPU).
+    """
+    from vllm.config import VllmConfig, set_current_vllm_config
+
+    vllm_config = VllmConfig()
+    vllm_config.model_config = model_config_view(model_type)  # a pydantic dataclass field
+    return set_current_vllm_config(vllm_config)
+
+
 def _answer(arch: str, model: ModelAsked) -> dict:
     """Each family's answer as a JSON-ready dict, asked inside a current vLLM config with the
-    model's config, as a server's (`tuner.compare.backends.server_vllm_config`): vLLM's
-    selection reads it (DeepGEMM's `can_implement`, the MoE oracle's model-type rule) and
-    get_current_vllm_config raises outside set_current_vllm_config (vllm/config/vllm.py).
-    Every failure becomes a family's reason."""
-    from tuner.compare.backends import server_vllm_config
-
+    model's config, as a server's (`server_vllm_config`): vLLM's selection reads it
+    (DeepGEMM's `can_implement`, the MoE oracle's model-type rule) and get_current_vllm_config
+    raises outside set_current_vllm_config (vllm/config/vllm.py). Every failure becomes a
+    family's reason."""
     try:
         capability = _seen_capability(arch)
         found = {}
