@@ -120,14 +120,11 @@ class VllmServing:
             family's Answer) -> None: doctor's lines on what vLLM runs for the family on the
             architecture and whether it reads the family's files; it appends the family's name
             to `Diagnosis.helps` when it does.
-        compare: (Diagnosis, compute capability, e.g. 90) -> None: doctor's line on whether the
-            builtin kernel compiles to vLLM's code; None: not compared.
     """
 
     label: str
     select: Callable[[int, Any], Any] | None = None
     advice: Callable[[Any, Any, Any], None] | None = None
-    compare: Callable[[Any, int], None] | None = None
 
 
 @dataclass(frozen=True)

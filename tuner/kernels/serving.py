@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tuner.core import error_line
 from tuner.kernels.vllm_table import VLLM_VERSION, ArchBackend
 
 TABLE = f"the tuner's table of vLLM {VLLM_VERSION}"
@@ -103,14 +101,11 @@ class Diagnosis:
         lines: the screen, one finding a line.
         reasons: why tuning here will not change what vLLM runs; [] exits 0.
         helps: the families whose tuned files vLLM will read.
-        warnings: facts the answer may not hold for, one line each (printed as `warning:`):
-            --arch and --device disagreeing, a Triton other than the serving vLLM's.
     """
 
     lines: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     helps: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -154,29 +149,6 @@ def block_fp8_layer_config(N: int, K: int, dtype) -> Any:
         weight_shape=(N, K),
         input_dtype=dtype,
         out_dtype=dtype,
-    )
-
-
-def compare_line(
-    out: Diagnosis, head: str, pairs: Callable[[], list], hint: str, where: str
-) -> None:
-    """Doctor's line on the (builtin, vLLM's) `tuner.kernels.target.Compiled` pairs that
-    `pairs()` compiles: `head`, then DIFFERENT code with what differs and `hint`, or same code
-    with the first pair's shared memory, registers and PTX count `where`; not compared, with
-    the exception in one line, when compiling them raises."""
-    try:
-        made = pairs()
-    except Exception as exc:  # noqa: BLE001 - any import or compile failure is the finding
-        out.lines.append(f"{head}: not compared ({error_line(exc)})")
-        return
-    differ = sorted({phrase for ours, theirs in made for phrase in same_code(ours, theirs)})
-    if differ:
-        out.lines.append(f"{head}: DIFFERENT code (" + "; ".join(differ) + f"): {hint}")
-        return
-    ours = made[0][0]
-    out.lines.append(
-        f"{head}: same code (shared {ours.shared} bytes, {ours.n_regs} registers, "
-        f"{ours.instructions} PTX instructions {where})"
     )
 
 

@@ -41,7 +41,6 @@ from tuner.kernels.serving import (
     Diagnosis,
     ModelAsked,
     block_fp8_layer_config,
-    compare_line,
 )
 from tuner.kernels.shape import Shape, int_rows
 from tuner.kernels.source import VllmKernel
@@ -226,19 +225,6 @@ def advise(out: Diagnosis, asked: Asked, answer: Answer) -> None:
         _say_table_shapes(out, asked.capability, asked.model)
 
 
-def compare(out: Diagnosis, capability: int) -> None:
-    """Doctor's line on whether the builtin dense kernel and vLLM's compile to the same code for
-    `capability` (e.g. 90), with vLLM's default config at M = 1 and M = 64."""
-
-    def pairs() -> list:
-        theirs, config = VLLM_DENSE.kernel(), default_config()
-        compile_pair = lazy("tuner.kernels.dense.workload:compile_dense_pair")
-        return [compile_pair(theirs, config, capability, M=M, N=4096, K=4096) for M in (1, 64)]
-
-    head = f"builtin vs vLLM's dense kernel on sm{capability}"
-    compare_line(out, head, pairs, "tune with --kernel vllm here", "at M=1, default config")
-
-
 def _parse_file_name(name: str) -> tuple[Shape, str, str]:
     parsed = parse_config_file_name(name)
     return Shape(parsed.N, parsed.K, parsed.block_shape), parsed.device_name, parsed.dtype
@@ -315,7 +301,7 @@ DENSE = KernelFamily(
         anchor=lambda shape: f"{shape.N}x{shape.K}",
         roofline_gemm=lambda shape, M: (M, shape.N, shape.K),
     ),
-    serving=VllmServing(label="dense", select=select, advice=advise, compare=compare),
+    serving=VllmServing(label="dense", select=select, advice=advise),
     # vLLM's and SGLang's get_w8a8_block_fp8_configs (fp8_utils.py, fp8_kernel.py); SGLang
     # puts a space inside block_shape. The device part may hold any character vLLM keeps
     # (',' and '=' too), so it ends at the last ",dtype=".

@@ -40,7 +40,6 @@ from tuner.kernels.serving import (
     Asked,
     Diagnosis,
     ModelAsked,
-    compare_line,
 )
 from tuner.kernels.shape import Shape, int_rows
 from tuner.kernels.source import VllmKernel
@@ -96,12 +95,6 @@ def _respell(name: str, engine: str, device_name: str | None = None) -> str:
     E, N, named_device, _, block_shape = parse_moe_config_file_name(name)
     device = named_device if engine == "vllm" else device_name or named_device
     return moe_config_file_name(E, N, device, block_shape, engine)
-
-
-# The fused-MoE comparison's layer: DeepSeek-V3 at tensor parallel 8 (shapes/deepseek-v3.toml;
-# bench/moe_fidelity.py's "deepseek-v3 tp8"); M = 1 and 256 take vLLM's two default tilings.
-MOE_COMPARED = Shape(256, 7168, DEFAULT_BLOCK_SHAPE, (("E", 256), ("top_k", 8)))
-MOE_COMPARED_M = (1, 256)
 
 
 def select(capability: int, model: ModelAsked) -> Answer:
@@ -167,24 +160,6 @@ def advise(out: Diagnosis, asked: Asked, answer: Answer) -> None:
         out.helps.append(MOE.name)
     else:
         say(f"  files read: only where vLLM picks TRITON; ${MOE_ENV} names their folder")
-
-
-def compare(out: Diagnosis, capability: int) -> None:
-    """Doctor's line on whether the builtin fused-MoE kernel and vLLM's compile to the same code
-    for `capability` (e.g. 90), with vLLM's default config at two M, both GEMMs each."""
-    compile_pairs = lazy("tuner.kernels.moe.workload:compile_moe_pairs")
-
-    def pairs() -> list:
-        return [
-            pair
-            for M in MOE_COMPARED_M
-            for pair in compile_pairs(default_config(M), capability, shape=MOE_COMPARED, M=M)
-        ]
-
-    ms = " and ".join(map(str, MOE_COMPARED_M))
-    where = f"in the gate_up GEMM at M={MOE_COMPARED_M[0]}, default configs at M={ms}"
-    head = f"builtin vs vLLM's fused-MoE kernel on sm{capability}"
-    compare_line(out, head, pairs, "tune MoE with --kernel vllm here", where)
 
 
 def _parse_file_name(name: str) -> tuple[Shape, str, str]:
@@ -298,7 +273,7 @@ MOE = KernelFamily(
         sweep_per_shape=True,
         describe_shapes=_describe,
     ),
-    serving=VllmServing(label="fused-MoE", select=select, advice=advise, compare=compare),
+    serving=VllmServing(label="fused-MoE", select=select, advice=advise),
     # vLLM's get_moe_configs (fused_moe/fused_moe.py): any fused-MoE file name, E=..,N=..,
     # device_name=..[,dtype=..][,block_shape=..]; the tuner tunes the block-FP8 ones only.
     log_line=VllmLogLine(
