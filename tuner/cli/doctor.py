@@ -17,7 +17,6 @@ from tuner.inputs.backends import linear_backend_value
 from tuner.inputs.devices import resolve_device
 from tuner.inputs.shapes import ShapesFileError, UnknownModelError, load_shapes
 from tuner.kernels.gpus import known_capability
-from tuner.kernels.serving import ModelAsked
 from tuner.kernels.vllm_table import capability_number
 from tuner.run import gpus as run_gpus
 
@@ -43,7 +42,7 @@ ModelOpt = Annotated[
     str | None,
     typer.Option(
         help="Model key (`tuner shapes list`) whose weight shapes and model type vLLM's "
-        "kernel choice is asked for [default: one DeepSeek-V3 layer]."
+        "kernel choice is told for, per shape."
     ),
 ]
 
@@ -101,7 +100,7 @@ def _question(
     if tp is not None and model is None:
         raise fail("--tp needs --model")
     try:
-        asked = ModelAsked.of(load_shapes(model, tp)) if model is not None else None
+        asked = load_shapes(model, tp) if model is not None else None
         backend = linear_backend_value(linear_backend) if linear_backend is not None else None
         device_name = (
             resolve_device(device, list, need_device=False)[0].device_name if device else None

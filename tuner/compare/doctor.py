@@ -1,7 +1,8 @@
 """`tuner doctor`'s findings: whether tuning on this machine changes what vLLM runs. The GPUs,
-versions, vLLM's default kernels per family on the architecture, whether the tuned files are
-read and what makes them read, and the kernel source a sweep here would time. Facts, not a GPU
-run: works with --arch alone. What is said of each family is the family's
+versions, vLLM's default kernels per family on the architecture (the tuner's table of vLLM
+0.33.0, which tests/engines checks against the wheel), whether the tuned files are read and
+what makes them read, and the kernel source a sweep here would time. Facts, not a GPU run:
+works with --arch alone. What is said of each family is the family's
 (`tuner.kernels.family.VllmServing`: its advice hook, in the family's folder, on
 `tuner.kernels.serving`)."""
 
@@ -14,11 +15,10 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from tuner.compare.vllm_select import ask_vllm
 from tuner.files.provenance import installed_triton_minor
-from tuner.kernels.family import KernelFamily
+from tuner.inputs.shapes import ModelShapes
 from tuner.kernels.registry import FAMILIES
-from tuner.kernels.serving import DEFAULT_MODEL, TABLE, Answer, Asked, Diagnosis, ModelAsked
+from tuner.kernels.serving import TABLE, Asked, Diagnosis
 from tuner.kernels.source import PLACEHOLDER_FIX, vllm_triton_problem, vllm_version
 from tuner.kernels.vllm_table import (
     ARCH_BACKENDS,
@@ -36,13 +36,14 @@ class Question:
     Attributes:
         arch: "sm90", "sm89", ...: the visible GPU's or --arch; None when neither is known.
         device_name: vLLM's key of the GPU (visible or --device); None when unknown.
-        model: the model vLLM serves (--model, --tp); None asks about one DeepSeek-V3 layer.
+        model: the `tuner.inputs.shapes.ModelShapes` vLLM serves (--model, --tp); None when
+            not given.
         linear_backend_triton: the server runs with `--linear-backend triton`.
     """
 
     arch: str | None
     device_name: str | None = None
-    model: ModelAsked | None = None
+    model: ModelShapes | None = None
     linear_backend_triton: bool = False
 
 
@@ -88,7 +89,7 @@ def diagnose(question: Question, gpus: list[str], versions: dict[str, str]) -> D
             "which GPU vLLM serves on"
         )
         return out
-    version = _say_vllm(out)
+    _say_vllm(out)
     capability, table_arch = capability_number(arch) or 0, arch_of(arch)
     table = next((a for a in ARCH_BACKENDS if a.arch == table_arch), None)
     if table is None or table_arch is None:
@@ -98,11 +99,12 @@ def diagnose(question: Question, gpus: list[str], versions: dict[str, str]) -> D
         )
         out.reasons.append(f"{arch} has no FP8 dot: the block-FP8 kernels cannot run")
         return out
-    served = [family for family in FAMILIES.values() if family.serving is not None]
     asked = Asked(
         arch, capability, table_arch, table, question.model, question.linear_backend_triton
     )
-    _advise(out, served, asked, version)
+    for family in FAMILIES.values():
+        if family.serving and family.serving.advice:
+            family.serving.advice(out, asked)
     if not out.helps:
         out.reasons.append(
             f"vLLM on {arch} reads no tuned file with default settings; "
@@ -112,9 +114,9 @@ def diagnose(question: Question, gpus: list[str], versions: dict[str, str]) -> D
     return out
 
 
-def _say_vllm(out: Diagnosis) -> str | None:
+def _say_vllm(out: Diagnosis) -> None:
     """The line about the vLLM installed here and the Triton it runs with, and the reason when
-    that is not the installed one; vLLM's version, None when it is not importable."""
+    that is not the installed one."""
     version = vllm_version()
     if version is None:
         out.lines.append(
@@ -122,7 +124,7 @@ def _say_vllm(out: Diagnosis) -> str | None:
             f"vLLM {VLLM_VERSION}'s); run `tuner doctor` inside the serving image to check its "
             "vLLM"
         )
-        return version
+        return
     problem = vllm_triton_problem()
     spec = triton_needed()
     times = (
@@ -141,17 +143,3 @@ def _say_vllm(out: Diagnosis) -> str | None:
             f"triton {here} is installed but vLLM {version} runs with triton {wanted}: tune "
             "inside the serving image"
         )
-    return version
-
-
-def _advise(out: Diagnosis, served: list[KernelFamily], asked: Asked, version: str | None) -> None:
-    """Each served family's advice hook, with what vLLM selects for it (asked when vLLM is
-    importable)."""
-    answers = (
-        ask_vllm(asked.arch, asked.model or DEFAULT_MODEL)
-        if version is not None
-        else {family.name: Answer(None) for family in served}
-    )
-    for family in served:
-        if family.serving and family.serving.advice:
-            family.serving.advice(out, asked, answers.get(family.name, Answer(None)))

@@ -258,9 +258,9 @@ def test_a_file_is_imported_as_its_own_familys_and_exported_as_it_was(tmp_path, 
     assert [p.name for p in out.iterdir()] == [name] and (out / name).read_bytes() == data
 
 
-def advise(out, asked, answer) -> None:
+def advise(out, asked) -> None:
     """The toy's doctor advice (`VllmServing.advice`): one line, and vLLM reads its files."""
-    out.lines.append(f"toy on {asked.arch} ({asked.table_arch}): {answer.kernel or 'table'}")
+    out.lines.append(f"toy on {asked.arch} ({asked.table_arch})")
     out.helps.append("toy")
 
 
@@ -271,5 +271,5 @@ def test_doctor_says_what_a_registered_family_says_of_itself(monkeypatch) -> Non
     monkeypatch.setitem(FAMILIES, "toy", dataclasses.replace(TOY, serving=serving))
     monkeypatch.setattr("tuner.compare.doctor.vllm_version", lambda: None)
     out = diagnose(Question(arch="sm90"), gpus=[], versions={"triton": ""})
-    assert out.lines[-1] == "toy on sm90 (sm90): table"
+    assert out.lines[-1] == "toy on sm90 (sm90)"
     assert out.helps == ["moe", "toy"]  # sm90: vLLM runs the Triton MoE kernel by default
