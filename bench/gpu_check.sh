@@ -11,9 +11,8 @@
 # 550 s together by default), runs under the smaller of that and what is left, and is sized to
 # finish inside it (trials, M and shapes below, estimated from the per-unit costs at the
 # top; `--dry-run` checks the sums). In order, what each step prints:
-#   0. `tuner doctor` for the visible GPU: the kernels vLLM runs there by default, whether
-#      it reads the tuned files, and (where vLLM is importable) whether the builtin kernels
-#      compile to its code; its exit 1 ("tuning here will not change what vLLM runs") is a
+#   0. `tuner doctor` for the visible GPU: the kernels vLLM runs there by default and whether
+#      it reads the tuned files; its exit 1 ("tuning here will not change what vLLM runs") is a
 #      finding and never stops the script.
 #   1. CUDA kernel and timing tests: the pytest summary line.
 #   2. landscape: a grid sweep (all 1,280 of vLLM's configs) of one Qwen3.8-27B TP2 shape at
@@ -223,8 +222,8 @@ import tuner.kernels.moe.kernel, tuner.kernels.moe.workload, tuner.search.guided
 print('imports ok: sqlalchemy', sqlalchemy.__version__, 'fastapi', fastapi.__version__, \
 'optuna', optuna.__version__)" || bad=1
   python3 bench/vs_shipped.py --help > /dev/null || { echo "bench/vs_shipped.py fails"; bad=1; }
-  echo "== dry run: tuner doctor (no GPU: --arch sm90 --no-compile; exit 1 is a finding)"
-  timeout -k 5 "$LIMIT_DOCTOR" python3 -m tuner.cli doctor --arch sm90 --no-compile
+  echo "== dry run: tuner doctor (no GPU: --arch sm90; exit 1 is a finding)"
+  timeout -k 5 "$LIMIT_DOCTOR" python3 -m tuner.cli doctor --arch sm90
   [ $? -le 1 ] || { echo "tuner doctor failed (exit above 1)"; bad=1; }
   echo "== dry run: each command knows the options this script gives it"
   while IFS=: read -r command options; do
@@ -239,7 +238,7 @@ export:--device --out --allow-partial
 winners:--device
 verify:--device --model --tp --m --allow-partial
 compare:--device --model --tp --m
-doctor:--arch --no-compile
+doctor:--arch
 LIST
   for model_tp in qwen3.8-27b:2 qwen3-30b-a3b-fp8:1 deepseek-v3:8; do
     python3 -m tuner.cli shapes show "${model_tp%:*}" --tp "${model_tp#*:}" > /dev/null \

@@ -10,7 +10,7 @@
 #      (what the GPU image has; the project is not installed), then
 #      `bench/gpu_check.sh --dry-run` with the 3.11 wheels: the same install into a target
 #      folder, every step up to the first that needs CUDA (`tuner doctor` with --arch sm90
-#      --no-compile in place of the visible GPU), the budget, the files that come back.
+#      in place of the visible GPU), the budget, the files that come back.
 # Prints "gpu dry run passed" or the first failure; about 4 min on 2 cores (venv built afresh),
 # 7.5 min with the 2 cores shared.
 set -uo pipefail

@@ -8,7 +8,7 @@ Checks, one line each ("ok: ..." or "FAIL: ..."), exit 1 when one fails:
   `tuner.kernels.vllm_table.FP8_BLOCK_KERNELS` lists them, and after vLLM's own reordering
   (`_resolve_backend_kernels`) at compute capability 89 and 90, as `block_kernel_order` gives;
 - DeepGEMM's `can_implement` refuses a layer under a vLLM config without a model config, and
-  gets past its model checks under `tuner.compare.backends.model_config_view` (on a host
+  gets past its model checks under a model config view carrying the model type (on a host
   without a GPU it then stops at the hardware check);
 - `fused_moe_kernel`'s parameters (names, order, constexpr, defaults) and the signatures of
   `dispatch_fused_moe_kernel` and `invoke_fused_moe_triton_kernel` equal the stand-in's;
@@ -21,6 +21,7 @@ import ast
 import sys
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -82,8 +83,9 @@ def deepgemm_reads_the_model_config() -> None:
         DeepGemmFp8BlockScaledMMKernel,
     )
 
-    from tuner.compare.backends import model_config_view
     from tuner.kernels.serving import block_fp8_layer_config
+
+    text = SimpleNamespace(model_type="deepseek_v3")  # what vLLM reads of a server's model config
 
     layer = block_fp8_layer_config(7168, 18432, torch.bfloat16)
     bare = VllmConfig(device_config=DeviceConfig(device="cpu"))
@@ -95,7 +97,7 @@ def deepgemm_reads_the_model_config() -> None:
         str(refused),
     )
     served = VllmConfig(device_config=DeviceConfig(device="cpu"))
-    served.model_config = model_config_view("deepseek_v3")
+    served.model_config = SimpleNamespace(hf_text_config=text, hf_config=text)
     with set_current_vllm_config(served):
         answer = DeepGemmFp8BlockScaledMMKernel.can_implement(layer)
     check(

@@ -18,14 +18,10 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.standin_vllm_parts import (  # noqa: F401 - append and the variables: for tests
+from tests.standin_vllm_parts import (  # noqa: F401 - the variables: for tests
     CAPABILITY_VARIABLE,
-    DENSE_VARIABLE,
-    FLASHINFER_VARIABLE,
-    MOE_VARIABLE,
     NO_DRIVER_VARIABLE,
     add_basics,
-    append,
     module_path,
 )
 from tests.standin_vllm_select import add_selection

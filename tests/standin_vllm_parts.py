@@ -1,7 +1,7 @@
 """The base of the stand-in vLLM (`tests.standin_vllm`): vLLM 0.33.0's platform, config,
 triton_utils and quantization keys at its module paths with its names and signatures,
-answering from the environment variables the tests set, and the helpers the other parts
-(`tests.standin_vllm_select`) write with. No vLLM code: names,
+answering from the environment variables the tests set, and the helpers the other part
+(`tests.standin_vllm_select`) writes with. No vLLM code: names,
 signatures, module paths and behaviour only (the facts are cited where each piece is
 written)."""
 
@@ -23,17 +23,11 @@ def module_path(root: Path, module: str) -> Path:
 
 # What the stand-in answers, read when asked (so a test sets them in the environment of the
 # command it runs): the compute capability vLLM "sees" ("9.0"; unset: no GPU, and then
-# `VllmConfig()` cannot infer a device type); an override of the dense selection (a kernel class
-# name) and the MoE backend; "raise:<text>" makes the function raise RuntimeError(<text>).
+# `VllmConfig()` cannot infer a device type).
 CAPABILITY_VARIABLE = "STANDIN_VLLM_CAPABILITY"
-DENSE_VARIABLE = "STANDIN_VLLM_DENSE_KERNEL"
-MOE_VARIABLE = "STANDIN_VLLM_MOE_BACKEND"
 # "1": no active GPU driver, so vllm.triton_utils hands out a placeholder instead of triton,
 # unless CUDA_VISIBLE_DEVICES is set and empty (vLLM 0.33.0, vllm/triton_utils/importing.py).
 NO_DRIVER_VARIABLE = "STANDIN_VLLM_NO_GPU_DRIVER"
-# "1": FlashInfer's block-scale FP8 GEMM is usable (flashinfer-cubin installed, or nvcc and
-# ninja to build it: vLLM 0.33.0, vllm/utils/flashinfer.py has_flashinfer); unset: it is not.
-FLASHINFER_VARIABLE = "STANDIN_VLLM_FLASHINFER"
 # The package of vLLM 0.33.0's scaled-mm kernel classes.
 SCALED_MM = "vllm.model_executor.kernels.linear.scaled_mm"
 
@@ -42,44 +36,22 @@ def filled(text: str) -> str:
     """A module's text with the variables' names put in for @CAPABILITY@ and the like."""
     for mark, name in (
         ("@CAPABILITY@", CAPABILITY_VARIABLE),
-        ("@DENSE@", DENSE_VARIABLE),
-        ("@MOE@", MOE_VARIABLE),
         ("@NO_DRIVER@", NO_DRIVER_VARIABLE),
-        ("@FLASHINFER@", FLASHINFER_VARIABLE),
     ):
         text = text.replace(mark, name)
     return text
 
 
 # vllm/platforms: a CUDA platform of the capability the test names, else one with no device
-# type (vLLM 0.33.0 on a host without a GPU); the capability checks vLLM's kernels call.
+# type (vLLM 0.33.0 on a host without a GPU); the capability check vLLM's MoE launch calls.
 _PLATFORMS = """
-import enum
 import os
-from typing import NamedTuple
-
-
-class PlatformEnum(enum.Enum):
-    CUDA = enum.auto()
-    UNSPECIFIED = enum.auto()
-
-
-class DeviceCapability(NamedTuple):
-    major: int
-    minor: int
-
-    def to_int(self):
-        return self.major * 10 + self.minor
 
 
 class _Platform:
     def _seen(self):
         seen = os.environ.get("@CAPABILITY@")
-        return DeviceCapability(*map(int, seen.split("."))) if seen else None
-
-    @property
-    def _enum(self):
-        return PlatformEnum.CUDA if self._seen() else PlatformEnum.UNSPECIFIED
+        return tuple(map(int, seen.split("."))) if seen else None
 
     @property
     def device_type(self):
@@ -88,12 +60,9 @@ class _Platform:
     def is_cuda(self):
         return self._seen() is not None
 
-    def get_device_capability(self, device_id=0):
-        return self._seen()
-
     def is_device_capability(self, capability):
         seen = self._seen()
-        return seen is not None and seen.to_int() == capability
+        return seen is not None and seen[0] * 10 + seen[1] == capability
 
 
 current_platform = _Platform()
@@ -128,12 +97,9 @@ kFp8Static128BlockSym = ("fp8", "static", (128, 128))
 """
 
 # vLLM 0.33.0's vllm/config: `VllmConfig()` infers the device type from the platform and raises
-# "Failed to infer device type" where there is none (config/device.py); get_current_vllm_config
-# raises outside set_current_vllm_config (config/vllm.py).
+# "Failed to infer device type" where there is none (config/device.py).
 _CONFIG = """
 import contextlib
-
-_current = None
 
 
 class VllmConfig:
@@ -147,18 +113,7 @@ class VllmConfig:
 
 @contextlib.contextmanager
 def set_current_vllm_config(vllm_config, check_compile=False, prefix=None):
-    global _current
-    old, _current = _current, vllm_config
-    try:
-        yield
-    finally:
-        _current = old
-
-
-def get_current_vllm_config():
-    if _current is None:
-        raise AssertionError("Current vLLM config is not set.")
-    return _current
+    yield
 """
 
 

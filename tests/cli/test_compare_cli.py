@@ -3,22 +3,18 @@ verdict lines; bad input is one line, exit 2."""
 
 from __future__ import annotations
 
-import importlib
 import io
 from pathlib import Path
-from types import SimpleNamespace
 
-import pytest
 from rich.console import Console
 
 from db import repo
-from db.connection import open_store
 from tests.cli.common import invoke, ok, query, session_on
 from tests.standin_vllm import CAPABILITY_VARIABLE, VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tuner.cli import compare as compare_cli
 from tuner.cli import output
-from tuner.compare.versus import BACKENDS, BY_SELECTION, BackendTime, ComparePoint, VllmDefault
+from tuner.compare.versus import BACKENDS, BackendTime, ComparePoint
 from tuner.compare.versus import TORCH_CPU as CPU
 from tuner.core import ComparisonStatus
 from tuner.files.provenance import installed_triton_minor
@@ -89,7 +85,10 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(tmp_path: Path, d
     # answering Marlin; its modules dropped from sys.modules afterwards.
     monkeypatch.setenv(CAPABILITY_VARIABLE, "8.9")
     marlin = "MarlinFP8ScaledMMLinearKernel"
-    monkeypatch.setattr("tuner.cli.compare.vllm_choice", lambda N, K, out_dtype, model_type: marlin)
+    # vLLM's default by the table (its rules: tests/tuner/compare/test_versus.py): Marlin
+    monkeypatch.setattr(
+        "tuner.compare.versus.default_kernels", lambda shapes, *args: dict.fromkeys(shapes, marlin)
+    )
     with importable(build_standin(tmp_path / "site"), monkeypatch):
         # The builtin kernel's trials pick SLOW at M=1, vLLM's kernel's pick FAST: with vLLM
         # importable, compare reads vLLM's files and times vLLM's kernel with them.
@@ -103,11 +102,8 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(tmp_path: Path, d
     ) in result.stderr.splitlines()
     lines = result.stdout.splitlines()
     assert "triton-tuned: M=1 16x64x128 g1 w4 s3" in lines
-    assert lines[0].startswith(
-        "columns (microseconds per GEMM): triton-tuned = vLLM's Triton kernel "
-    )
-    marked = "* vLLM's default kernel here: MarlinFP8ScaledMMLinearKernel (from vLLM's own "
-    assert lines.count(marked + "selection)") == 2
+    marked = "* vLLM's default kernel here: MarlinFP8ScaledMMLinearKernel (from the tuner's "
+    assert lines.count(marked + "table of vLLM 0.33.0)") == 2
     assert sum("marlin*" in line for line in lines) == 2  # one table header per shape
     assert (
         "not timed: vllm-humming: HummingFP8ScaledMMLinearKernel: Humming is not installed"
@@ -128,28 +124,6 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(tmp_path: Path, d
     assert recorded == [("vllm", VERSION)]
 
 
-def test_without_vllm_auto_reads_vllm_kernel_files_and_says_they_are_timed_with_the_builtin(
-    tmp_path: Path, db, capsys
-) -> None:
-    site = build_standin(tmp_path / "site")
-    with pytest.MonkeyPatch.context() as patch, importable(site, patch):  # while filling only
-        fill(db, FAST_AT_1, **TINY, kernel="vllm")
-    importlib.invalidate_caches()
-    engine = open_store(db)
-    try:
-        run = SimpleNamespace(out_dtype="bfloat16", block_shape=(128, 128), kernel="builtin")
-        tuned = compare_cli._tuned(engine, DEVICE, run, "auto")
-    finally:
-        engine.dispose()
-    assert tuned == {(256, 384): {1: FAST}}
-    assert capsys.readouterr().err.splitlines() == [
-        f"triton-tuned: files of vllm {VERSION} kernel trials, triton {MINOR}; timed with the "
-        "builtin kernel",
-        "note: vLLM is not importable here: its kernel's files are timed with the builtin kernel "
-        "(--kernel builtin reads the builtin's trials)",
-    ]
-
-
 def _gpu_table(monkeypatch, width: int) -> list[str]:
     """`_print_shape` of one GPU point where all seven GPU kernels ran, at `width` columns."""
     out = io.StringIO()
@@ -160,7 +134,7 @@ def _gpu_table(monkeypatch, width: int) -> list[str]:
         BackendTime(n, ComparisonStatus.OK, 10.0 + i, 10.0 + i, 10.0 + i)
         for i, n in enumerate(n for n in BACKENDS if n != CPU)
     )
-    marlin = VllmDefault(("vllm-marlin",), "MarlinFP8ScaledMMLinearKernel", BY_SELECTION)
+    marlin = "MarlinFP8ScaledMMLinearKernel"
     compare_cli._print_shape(256, 384, [ComparePoint(256, 384, 1, times)], "GPU timings", marlin)
     return out.getvalue().splitlines()
 
@@ -176,12 +150,6 @@ def test_the_table_heads_each_kernel_with_its_one_name(monkeypatch) -> None:
     )
     assert wide[3].split() == "1 10.0 11.0 12.0 13.0 14.0 15.0 16.0 triton-tuned".split()
     assert wide[4] == (
-        "* vLLM's default kernel here: MarlinFP8ScaledMMLinearKernel (from vLLM's own selection)"
+        "* vLLM's default kernel here: MarlinFP8ScaledMMLinearKernel (from the tuner's table of "
+        "vLLM 0.33.0)"
     )
-    # At 80 columns the names break after their '-' and the fastest column goes first.
-    narrow = _gpu_table(monkeypatch, 80)
-    assert [line.split() for line in narrow[1:3]] == [
-        ["triton-", "triton-", "torch-", "vllm-", "vllm-", "vllm-", "vllm-"],
-        ["M", "tuned", "default", "scaled_mm", "deepgemm", "cutlass", "marlin*", "humming"],
-    ]
-    assert narrow[5] == "(fastest left out at 80 columns; a wider terminal shows them)"

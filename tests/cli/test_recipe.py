@@ -46,7 +46,7 @@ def test_the_docker_line_round_trips_through_shell_quoting() -> None:
     # Every package of the image held at its version: nothing of the engine's moves.
     assert pins == "pip list --format=freeze > /tmp/engine-pins.txt"
     assert install == INSTALL
-    assert shlex.split(doctor) == ["tuner", "doctor", "--no-compile"]
+    assert shlex.split(doctor) == ["tuner", "doctor"]
     assert sweep == "tuner sweep --device L20 --model qwen3.8-27b --tp 2 --kernel vllm"
     assert len(argv) == 17
     # Shell characters in the image stay one word.

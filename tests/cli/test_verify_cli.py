@@ -1,5 +1,5 @@
-"""`tuner verify`: bad input, verdicts from a fake runner on a filled store, `--fix` and its
-resume, and one end-to-end run on the interpreter after a real sweep of a one-shape model."""
+"""`tuner verify`: bad input, verdicts from a fake runner on a filled store, `--fix`, and one
+end-to-end run on the interpreter after a real sweep of a one-shape model."""
 
 import json
 import re
@@ -18,8 +18,6 @@ from tuner.run import gpus
 
 SHAPE_LINE = re.compile(r"^(N=\d+,K=\d+): keys ([\d, ]+); checking (\d+) M values$")
 SMALL, BIG = (256, 384), (576, 256)  # the two shapes of `tiny`
-# rich's last state of the bar, written once to a stderr that is not a terminal (80 columns).
-PROGRESS = re.compile(r"^verify ━+ (\d+)/(\d+) timed M \d:\d\d:\d\d ETA 0:00:00$")
 
 
 def sections(stdout: str) -> dict[str, list[list[str]]]:
@@ -144,10 +142,6 @@ def test_bad_input_is_one_line_and_exit_2(store, fake_runner, monkeypatch):
 def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_runner):
     url, _ = store
     result = verify(url, "--allow-stale", code=1)
-    assert (
-        "M checked per shape (--m): 1, 16, its keys, the midpoint of each pair of "
-        "neighbouring keys (where vLLM's nearest-key pick switches) and key - 1, key + 1"
-    ) in result.stdout.splitlines()
     found = sections(result.stdout)
     assert list(found) == ["N=256,K=384", "N=576,K=256"]
     small = found["N=256,K=384"]
@@ -167,9 +161,7 @@ def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_ru
     assert "2 shape(s), 12 M values: 11 ok (9 run the default config), 1 slower, 0 failed" in (
         result.stdout
     )
-    progress, *rest = result.stderr.splitlines()
-    assert PROGRESS.match(progress).groups() == ("3", "3")  # M 1, 2, 8 of N=256,K=384 timed
-    assert rest == [
+    assert result.stderr.splitlines() == [
         "N=256,K=384: slower than the default at M=8",
         "error: vLLM's pick is slower than its default config or failed at 1 M value(s); "
         "`--fix` tunes these M values",
@@ -180,28 +172,15 @@ def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_ru
 def test_default_m_set_is_the_sweeps_grid_and_m_all_adds_vllms_18(store, fake_runner):
     url, _ = store
     result = verify(url, "--allow-stale", m=(), code=1)
-    assert (
-        "M checked per shape: its keys, the M grid of the sweeps that made it, the midpoint "
-        "of each pair of neighbouring keys (where vLLM's nearest-key pick switches) and "
-        "key - 1, key + 1, up to 4096 or the largest key; `--m all` adds vLLM's 18 batch "
-        "sizes"
-    ) in result.stdout.splitlines()
     found = sections(result.stdout)
     assert column(found["N=256,K=384"], 0) == ["1", "2", "8", "15", "16", "17"]  # sweep: 1, 16
     every = verify(url, "--allow-stale", m=("--m", "all"), code=1)
-    assert (
-        "M checked per shape (--m all): vLLM's 18 batch sizes, the M grid of the sweeps "
-        "that made it, its keys, the midpoint of each pair of neighbouring keys (where "
-        "vLLM's nearest-key pick switches) and key - 1, key + 1"
-    ) in every.stdout.splitlines()
     rows = sections(every.stdout)["N=256,K=384"]
     assert (
         column(rows, 0)
         == "1 2 4 8 15 16 17 24 32 48 64 96 128 256 512 1024 1536 2048 3072 4096".split()
     )
     assert [row[-1] for row in rows[:4]] == ["ok", "ok", "ok", "slower"]  # FAST from key 1
-    # the bar counts only the M where a kernel runs: 1, 2, 4 and 8 run FAST against the default
-    assert PROGRESS.match(every.stderr.splitlines()[0]).groups() == ("4", "4")
     assert len(ran(fake_runner)) == 4 * 2 + 3 * 2  # checks of both configs: 4 M now, 3 before
 
 
@@ -213,7 +192,7 @@ def test_wrong_result_is_a_failure(store, fake_runner, monkeypatch):
     rows = sections(result.stdout)["N=256,K=384"]
     assert [row[7] for row in rows[:3]] == ["failed: wrong_result: relative error 0.5 >= 0.01"] * 3
     assert [row[6] for row in rows[:3]] == ["-"] * 3
-    assert result.stderr.splitlines()[1] == "N=256,K=384: failed at M=1, 2, 8"
+    assert result.stderr.splitlines()[0] == "N=256,K=384: failed at M=1, 2, 8"
 
 
 def _default_only(tmp_path):
@@ -222,16 +201,13 @@ def _default_only(tmp_path):
     return str(path)
 
 
-def test_nothing_to_time_is_one_line_and_exit_0(db, fake_runner):
+def test_nothing_to_time_exits_0(db, fake_runner):
     _fill(db, fast=None)
     result = verify(db, code=0)
     assert result.stdout.splitlines()[-1] == (
-        "nothing to time: at all 12 M value(s) of 2 shape(s) vLLM's pick from "
-        "TRITON_INTERPRETER's files is its default config, the baseline itself (the sweeps "
-        "found no faster config there; `tuner winners` shows them); nothing is slower"
+        "2 shape(s), 12 M values: 12 ok (12 run the default config), 0 slower, 0 failed"
     )
-    assert sections(result.stdout) == {}  # no table of "ok (default)" rows
-    assert result.stderr == ""  # no "0/0 timed M" bar
+    assert result.stderr == ""
     assert fake_runner == []  # nothing ran
 
 
@@ -264,22 +240,6 @@ def test_inside_vllm_fix_tunes_the_offending_m_with_vllms_kernel_and_checks_agai
     assert "--fix of N=256,K=384 x 1 M" not in result.stdout.split("after --fix pass 1")[1]
 
 
-def test_fix_first_finishes_unfinished_sweeps_so_an_interrupted_fix_resumes(store, fake_runner):
-    url, tmp_path = store
-    configs = _default_only(tmp_path)
-    sweep = ["sweep", "--device", "interpreter", "--model", "tiny", "--m", "8", "--db", url]
-    ok(*sweep, "--configs", configs, "--no-run")
-    partial = verify(url, "--allow-stale", code=2)
-    assert "no winner yet for M=8" in partial.stderr
-    resumed = verify(url, "--allow-stale", "--fix", "--configs", configs, code=0)
-    assert "resuming sweep 2 (M=8)" in resumed.stdout
-    states = query(tmp_path / "tuner.db", "SELECT state FROM tasks WHERE sweep_id = 2")
-    assert states == [("done",), ("done",)]
-    assert "--fix of" not in resumed.stdout  # nothing left to fix
-    keys = column(sections(resumed.stdout)["N=256,K=384"], 1)
-    assert keys == ["1", "1", "1", "8", "8", "8", "8", "16", "16", "16"]
-
-
 # End to end: a real sweep, then a real check on the interpreter (timings are the CPU's).
 CANDIDATE = KernelConfig(16, 256, 128, 1, 4, 2).as_dict()
 
@@ -297,10 +257,7 @@ def test_end_to_end_on_the_interpreter(tmp_path, db, monkeypatch):
     sweep = [*tiny, "--configs", str(configs), "--strategy", "grid", "--interpreter-reps", "1"]
     ok("sweep", *sweep)
     checked = invoke("verify", *tiny, "--rounds", "2")
-    assert "note: the interpreter's timings are CPU timings" in checked.stdout
     found = sections(checked.stdout)
-    if not found:  # the candidate won nowhere
-        assert checked.exit_code == 0 and "nothing to time" in checked.stdout
     slower = []
     for rows in found.values():
         assert column(rows, 0) == ["1", "2"] and column(rows, 1) == ["1", "1"]

@@ -14,19 +14,15 @@ reference; those that pass are timed interleaved as verify does. A kernel
 that cannot run here is shown as unavailable with the reason.
 
 Prints a table per shape, vLLM's default kernel on this GPU marked with *
-(vLLM's own selection, asked as a server of the model asks it, with its model
-type and weight shapes, where vLLM sees this GPU; else the tuner's table per
-shape, and one line says why), then
+(the tuner's table of vLLM 0.33.0, per shape and model type), then
 for decode (M <= 32) and prefill (M >= 2048) the fastest kernel over the
 model's shapes, and per M, for decode and for prefill, whether
 `--linear-backend triton` with the tuned files beats vLLM's default and by
 how much. The run is stored (GET /devices/{device}/comparisons, the report).
 
---kernel says whose Triton kernel is timed and whose trials' files are read,
-one source for both: auto is the installed vLLM's where vLLM is importable
-with the real Triton, else the builtin (whose files are those `tuner export
---kernel auto` writes; beside a vLLM whose Triton is its placeholder, a host
-without an active GPU driver, the builtin's trials).
+--kernel says whose Triton kernel is timed and whose trials' files are read
+(as `tuner export --kernel` reads them): auto is the installed vLLM's where
+vLLM is importable with the real Triton, else the builtin.
 
 --device interpreter times on the CPU: Triton's interpreter against torch
 on the CPU; CPU timings, useful to try the command, not to decide.
@@ -56,10 +52,10 @@ from tuner.cli.options import (
 )
 from tuner.cli.output import console, plain
 from tuner.cli.store import open_db, store_files
-from tuner.cli.tables import Column, fitted_columns, print_table
+from tuner.cli.tables import Column, print_table
 from tuner.cli.verify import RoundsOpt
 from tuner.compare import versus
-from tuner.compare.backends import CandidateRunner, library_kernels, vllm_choice
+from tuner.compare.backends import CandidateRunner, library_kernels
 from tuner.compare.versus import TRITON_DEFAULT, TRITON_TUNED, Candidate, ComparePoint
 from tuner.core import REQUIRED_M, ComparisonStatus, OutDtype
 from tuner.files.format import vllm_pick_key
@@ -67,23 +63,14 @@ from tuner.files.merge import dense_key
 from tuner.inputs.shapes import ModelShapes, UnknownModelError, load_shapes
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
+from tuner.kernels.serving import TABLE
 from tuner.kernels.shape import Shape, as_block_shape
-from tuner.kernels.source import vllm_version
 from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
 from tuner.measure.runner import Problem
 from tuner.run.sweep import progress_columns
 
 DEFAULT_M = ",".join(map(str, REQUIRED_M))
 MOpt = Annotated[str, typer.Option("--m", help="M values to time, comma-separated.")]
-# The line above the tables: what each column times ({whose}: whose Triton kernel).
-COLUMNS_LINE = (
-    "columns (microseconds per GEMM): triton-tuned = {whose} with the config vLLM picks from "
-    "this device's files; triton-default = with vLLM's default config; torch-scaled_mm = "
-    "torch scaled_mm, block-wise scales; torch-dequant-cpu = dequantize + matmul on the CPU (a "
-    "stand-in, not a vLLM kernel); vllm-deepgemm, vllm-cutlass = vLLM's ops; vllm-marlin, "
-    "vllm-humming = vLLM's kernel classes' apply_weights on bf16/fp16 activations (weight "
-    "processing not timed)"
-)
 
 
 def compare(
@@ -103,23 +90,14 @@ def compare(
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc).strip("'\"")) from None
     timed, _ = resolve_kernel_choice(kernel)
-    # auto beside a vLLM whose Triton is a placeholder times the builtin: the files are then
-    # the builtin's trials too, as a sweep here (auto) made them.
-    auto_builtin = kernel == "auto" and timed == "builtin" and vllm_version() is not None
     _, store = open_db(db, must_exist=True)
     device_name, runner, _ = measuring_device(store, device, interpreter_reps)
     run = _Compare(model_shapes, runner, timed, out_dtype.value, rounds, interpreter_reps)
-    tuned = _tuned(store, device_name, run, "builtin" if auto_builtin else kernel)
+    tuned = _tuned(store, device_name, run, kernel)
     env = runner.environment(timed, DEFAULT_FAMILY)
     defaults = versus.default_kernels(
-        model_shapes.pairs(),
-        env["compute_capability"],
-        out_dtype.value,
-        model_shapes.model_type,
-        vllm_choice,
+        model_shapes.pairs(), env["compute_capability"], out_dtype.value, model_shapes.model_type
     )
-    for line in versus.table_reasons(defaults):
-        plain(line)
     points = run.all(m_values, tuned, defaults)
     lines = versus.verdict_lines(points) + versus.flag_lines(points, defaults)
     for line in lines:
@@ -181,8 +159,6 @@ class _Compare:
 
     def all(self, m_values, tuned: dict, defaults: dict) -> list[ComparePoint]:
         """Every (shape, M) with a progress bar on stderr; each shape's table as it ends."""
-        whose = "vLLM's Triton kernel" if self.kernel == "vllm" else "our Triton kernel"
-        plain(COLUMNS_LINE.format(whose=whose))
         shapes = self.model_shapes.pairs()
         unit = "GPU timings" if self.runner.on_gpu else f"CPU timings ({self.runner.name})"
         points = []
@@ -203,10 +179,11 @@ class _Compare:
         return points
 
 
-def _print_shape(N: int, K: int, points: list[ComparePoint], unit: str, default) -> None:
-    """One shape's table, each column headed by its kernel's one name (broken after each '-'
-    where the names whole do not fit the terminal); vLLM's default kernel's (`default`, a
-    VllmDefault) gets a *."""
+def _print_shape(
+    N: int, K: int, points: list[ComparePoint], unit: str, default: str | None
+) -> None:
+    """One shape's table, each column headed by its kernel's one name; vLLM's default kernel's
+    (`default`, its class name) gets a *."""
     shown = [
         t.backend
         for t in points[0].times
@@ -222,11 +199,9 @@ def _print_shape(N: int, K: int, points: list[ComparePoint], unit: str, default)
     rows = [[str(p.M), *(cells[p.M, n] for n in shown), p.fastest or "-"] for p in points]
     headers = [name + ("*" if name == marked else "") for name in shown]
     columns = [Column("M"), *(Column(h) for h in headers), Column("fastest", optional=True)]
-    if len(fitted_columns(console.width, columns, rows)) < len(columns):  # names whole do not fit
-        columns[1:-1] = [Column(h.replace("-", "-\n")) for h in headers]
     print_table(console, columns, rows, title=f"N={N},K={K}, latency_us, {unit}")
     if marked is not None:
-        plain(f"* vLLM's default kernel here: {default.kernel} (from {default.source})")
+        plain(f"* vLLM's default kernel here: {default} (from {TABLE})")
     notes = {p.M: t.note for p in points for t in p.times if t.backend == TRITON_TUNED}
     plain(f"{TRITON_TUNED}: " + "; ".join(f"M={M} {note}" for M, note in notes.items()))
     for point in points:
@@ -238,7 +213,8 @@ def _print_shape(N: int, K: int, points: list[ComparePoint], unit: str, default)
 def _tuned(store, device_name: str, run: _Compare, kernel: str) -> dict:
     """(N, K) -> the dense file's configs of this device in the store, from the trials of
     `kernel`'s source ("auto", "vllm" or "builtin"); one line on stderr says whose files they
-    are and which kernel (`run.kernel`) times them."""
+    are and which kernel (`run.kernel`) times them (auto without vLLM may read its kernel's
+    trials: `tuner.files.provenance.read_source`)."""
     read = store_files(
         store,
         device_name,
@@ -253,14 +229,6 @@ def _tuned(store, device_name: str, run: _Compare, kernel: str) -> dict:
         f"{current.triton_minor or 'any'}; timed with the {run.kernel} kernel",
         err=True,
     )
-    if current.kernel_source != run.kernel:
-        # auto where vLLM is not importable reads a device's vLLM-kernel trials, if it has any
-        # (tuner.files.provenance.read_source), but only the builtin kernel can run here.
-        typer.echo(
-            "note: vLLM is not importable here: its kernel's files are timed with the "
-            "builtin kernel (--kernel builtin reads the builtin's trials)",
-            err=True,
-        )
     return {
         (f.N, f.K): f.merged.configs
         for f in read.explained().files

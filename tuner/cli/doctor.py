@@ -17,7 +17,6 @@ from tuner.inputs.backends import linear_backend_value
 from tuner.inputs.devices import resolve_device
 from tuner.inputs.shapes import ShapesFileError, UnknownModelError, load_shapes
 from tuner.kernels.gpus import known_capability
-from tuner.kernels.serving import ModelAsked
 from tuner.kernels.vllm_table import capability_number
 from tuner.run import gpus as run_gpus
 
@@ -39,19 +38,11 @@ LinearBackendOpt = Annotated[
     str | None,
     typer.Option(help="The server's --linear-backend: triton makes it read the dense files."),
 ]
-NoCompileOpt = Annotated[
-    bool,
-    typer.Option(
-        "--no-compile",
-        help="Skip compiling the builtin and vLLM's kernels for the "
-        "architecture (about 20 s without a GPU).",
-    ),
-]
 ModelOpt = Annotated[
     str | None,
     typer.Option(
         help="Model key (`tuner shapes list`) whose weight shapes and model type vLLM's "
-        "kernel choice is asked for [default: one DeepSeek-V3 layer]."
+        "kernel choice is told for, per shape."
     ),
 ]
 
@@ -60,17 +51,13 @@ def doctor(
     arch: ArchOpt = None,
     device: DeviceOpt = None,
     linear_backend: LinearBackendOpt = None,
-    no_compile: NoCompileOpt = False,
     model: ModelOpt = None,
     tp: TpOpt = None,
 ) -> None:
-    """GPUs, versions, the kernels vLLM runs by default on the architecture, whether the tuned
-    files are read and what makes them read, and whether the builtin kernels compile to
-    vLLM's code. Exit 0 when tuning here will change what vLLM runs, 1 with the reason when
-    it will not. A `warning:` line says when --device's GPU is another architecture than
-    --arch, and when the installed Triton is not the one vLLM 0.33.0 runs with (torch 2.14.0's
-    triton 3.8; with vLLM importable, the one its metadata requires)."""
-    question = _question(arch, device, linear_backend, model, tp, not no_compile)
+    """GPUs, versions, the kernels vLLM runs by default on the architecture, and whether the
+    tuned files are read and what makes them read. Exit 0 when tuning here will change what
+    vLLM runs, 1 with the reason when it will not."""
+    question = _question(arch, device, linear_backend, model, tp)
     versions = {name: _installed(name) for name in ("torch", "triton")}
     gpus = []
     if versions["torch"]:
@@ -92,8 +79,6 @@ def doctor(
     found = diagnose(question, lines, versions)
     for line in found.lines:
         plain(line)
-    for warning in found.warnings:
-        typer.echo(f"warning: {warning}", err=True)
     for reason in found.reasons:
         typer.echo(f"tuning here will not change what vLLM runs: {reason}", err=True)
     if found.reasons:
@@ -107,7 +92,6 @@ def _question(
     linear_backend: str | None,
     model: str | None,
     tp: int | None,
-    compare: bool,
 ) -> Question:
     """The options checked, as the question doctor answers before the visible GPU is asked; a
     bad one exits 2 with one line."""
@@ -116,15 +100,14 @@ def _question(
     if tp is not None and model is None:
         raise fail("--tp needs --model")
     try:
-        asked = ModelAsked.of(load_shapes(model, tp)) if model is not None else None
+        asked = load_shapes(model, tp) if model is not None else None
         backend = linear_backend_value(linear_backend) if linear_backend is not None else None
         device_name = (
             resolve_device(device, list, need_device=False)[0].device_name if device else None
         )
     except (UnknownModelError, ShapesFileError, ValueError) as exc:
         raise fail(str(exc).strip("'\"")) from None
-    arch_from = "--arch" if arch is not None else "the visible GPU"
-    return Question(arch, device_name, arch_from, asked, backend == "triton", compare)
+    return Question(arch, device_name, asked, backend == "triton")
 
 
 def _installed(name: str) -> str:

@@ -10,8 +10,7 @@ nearest key (ties to the smaller key, as vLLM picks it) is checked against
 the float64 reference, then timed against the default config interleaved
 (A B A B ...). It is slower when its median exceeds the default's by more
 than the larger p80 - p20 spread of the two (or 30% on the interpreter).
-Where vLLM's pick is the default config itself nothing is timed; where every
-pick is, one line says so instead of the tables.
+Where vLLM's pick is the default config itself nothing is timed.
 
 Runs on this machine's GPU matching --device, or on the CPU interpreter
 (--device interpreter: CPU timings).
@@ -22,14 +21,10 @@ stderr); 2 bad input (unknown model or device, no file to check); 130 interrupte
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
 from typing import Annotated, Any
 
 import typer
-from rich.progress import Progress
 
 from db import repo
 from tuner.cli.arguments import load_configs, parse_m_values
@@ -44,7 +39,7 @@ from tuner.cli.options import (
     OutDtypeOpt,
     TpOpt,
 )
-from tuner.cli.output import console, err_console, plain
+from tuner.cli.output import console, plain
 from tuner.cli.store import open_db, store_files
 from tuner.cli.sweep import _plan_and_run
 from tuner.cli.tables import Column, print_table
@@ -57,7 +52,6 @@ from tuner.kernels.shape import as_block_shape
 from tuner.measure.noise import REP_S, RETIME_ROUNDS, WARMUP_S
 from tuner.measure.runner import Problem
 from tuner.run.plan import SweepRequest, space_name
-from tuner.run.sweep import progress_columns
 from tuner.search.registry import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 MOpt = Annotated[
@@ -77,12 +71,9 @@ FixOpt = Annotated[
     typer.Option(
         "--fix",
         help="Tune the slower or failed M (a sweep of them, with the search of the sweeps that "
-        "made the files; unfinished sweeps of the model first), check again, then publish.",
+        "made the files), check again, then publish.",
     ),
 ]
-# Seconds of progress the ETA averages over: all of it (a timed M can take minutes on the
-# interpreter; rich's 30 s default would leave the ETA blank there).
-ETA_WINDOW_S = 7 * 24 * 3600.0
 
 
 @dataclass
@@ -124,50 +115,43 @@ class _Verify:
         return self.runner.problem_runner(problem, seed=0, warmup_s=WARMUP_S, rep_s=REP_S)
 
     def first_check(self) -> list[ShapeVerification]:
-        """The check before any --fix, with its lines: which M, the shapes without a file, the
-        summary (or that nothing was timed). No file to check exits 2."""
+        """The check before any --fix, with the shapes without a file and the summary. No file
+        to check exits 2."""
         no_file = core.no_file_line(self.model_shapes, self.files().explained(), self.device_name)
         if no_file is not None:
             raise fail(no_file)
-        if not self.runner.on_gpu:
-            plain(
-                f"note: the interpreter's timings are CPU timings, not a GPU's: a pick is slower "
-                f"only past {core.INTERPRETER_NOISE_FLOOR:.0%} of the default's median (CPU "
-                "noise) and the spread"
-            )
-        plain(core.m_set_line(self.choice))
         results, missing = self.check(None, f"on {self.device_name}")
         for line in missing:
             plain(line)
-        plain(core.nothing_timed_line(results, self.device_name) or core.summary_line(results))
+        plain(core.summary_line(results))
         return results
 
     def check(self, only: set[tuple[int, int]] | None, title: str):
         """(results, lines of shapes without a file) of the files now, each shape checked by
-        `tuner.compare.verify.verify_shape`, with a progress bar on stderr counting the timed M
-        and a table per shape; none of them where nothing is timed. Exits 130 when interrupted."""
+        `tuner.compare.verify.verify_shape`, with a table per shape. Exits 130 when
+        interrupted."""
         read = self.files()
         planned, missing = core.plan(
             self.model_shapes, read.explained(), read.view.grids, self.choice, only
         )
         noise = 0.0 if self.runner.on_gpu else core.INTERPRETER_NOISE_FLOOR
-        verify = partial(core.verify_shape, rounds=self.rounds, noise_floor=noise)
-        if not any(shape.timed for shape in planned):
-            return [
-                verify(s.shape, s.configs, s.m_points, self.make_runner) for s in planned
-            ], missing
         results = []
         try:
-            with _bar(planned) as advance:
-                for s in planned:
-                    label = shape_label(s.shape.N, s.shape.K)
-                    keys = ", ".join(map(str, s.configs))
-                    plain(f"{label}: keys {keys}; checking {len(s.m_points)} M values", _out())
-                    ticks = partial(lambda shape, point: advance(int(point.M in shape.timed)), s)
-                    results.append(
-                        verify(s.shape, s.configs, s.m_points, self.make_runner, on_point=ticks)
+            for s in planned:
+                label = shape_label(s.shape.N, s.shape.K)
+                keys = ", ".join(map(str, s.configs))
+                plain(f"{label}: keys {keys}; checking {len(s.m_points)} M values")
+                results.append(
+                    core.verify_shape(
+                        s.shape,
+                        s.configs,
+                        s.m_points,
+                        self.make_runner,
+                        rounds=self.rounds,
+                        noise_floor=noise,
                     )
-                    print_shape_table(results[-1], f"{label} {title}")
+                )
+                print_shape_table(results[-1], f"{label} {title}")
         except KeyboardInterrupt:
             raise fail("interrupted", 130) from None
         return results, missing
@@ -201,38 +185,16 @@ class _Verify:
             visible=self.visible,
         )
 
-    def sweeps(self) -> list[tuple[Any, int]]:
-        """(sweep, tasks pending or running) of this device, model and TP, oldest first."""
-        key = (self.device_name, self.model_shapes.model, self.model_shapes.tp)
-        with repo.session_scope(self.store) as session:
-            found = [
-                (repo.get_sweep(session, sweep_id=row.sweep_id), row.tasks)
-                for row in repo.list_sweeps(session)
-                if (row.device_name, row.model, row.tp) == key
-            ]
-        left = [(info, t.get("pending", 0) + t.get("running", 0)) for info, t in found if info]
-        return sorted(left, key=lambda pair: pair[0].sweep_id)
-
-    def finish_unfinished(self) -> None:
-        """Run the unfinished tasks of this device's sweeps of the model and TP over the same
-        config space first: an interrupted `--fix` (or sweep) resumes, and its files are whole."""
-        for info, left in self.sweeps():
-            if left and info.space != self.space:
-                plain(
-                    f"sweep {info.sweep_id} has unfinished tasks over config space "
-                    f"{info.space}: `tuner worker --sweep {info.sweep_id}` with its "
-                    "--configs finishes them"
-                )
-            elif left:
-                plain(f"resuming sweep {info.sweep_id} (M={','.join(map(str, info.m_values))})")
-                shapes = self.model_shapes.pairs()
-                search = (info.strategy, info.budget, info.seed)
-                self.run(shapes, info.m_values, search, f"{len(shapes)} shape(s)")
-
     def tune(self, offending: dict[tuple[int, int], list[int]]) -> None:
         """One sweep per set of offending M, over the shapes that share it, with the search of
         the latest sweep of this config space (`tuner sweep`'s defaults where there is none)."""
-        made = [info for info, _ in self.sweeps() if info.space == self.space]
+        key = (self.device_name, self.model_shapes.model, self.model_shapes.tp, self.space)
+        with repo.session_scope(self.store) as session:
+            made = [
+                row
+                for row in repo.list_sweeps(session)
+                if (row.device_name, row.model, row.tp, row.space) == key
+            ]
         search = (
             (made[-1].strategy, made[-1].budget, made[-1].seed)
             if made
@@ -244,27 +206,6 @@ class _Verify:
         for group_m, shapes in sorted(groups.items()):
             what = f"--fix of {' '.join(shape_label(N, K) for N, K in shapes)}"
             self.run(shapes, group_m, search, what)
-
-
-@contextmanager
-def _bar(planned: Sequence[core.PlannedShape]) -> Iterator:
-    """A progress bar on stderr counting the timed M; yields its `advance(n)`."""
-    with Progress(
-        *progress_columns("timed M"),
-        console=err_console,
-        transient=False,
-        speed_estimate_period=ETA_WINDOW_S,
-        redirect_stdout=console.is_terminal,
-    ) as bar:
-        task = bar.add_task("verify", total=sum(len(shape.timed) for shape in planned))
-        bar.advance(task, 0)  # the ETA's first sample: now
-        yield lambda n: bar.advance(task, n)
-
-
-def _out():
-    """Where the tables go: through the bar's console (above the bar) when stdout is the same
-    terminal; otherwise stdout as it is (rich draws the bar only on a terminal)."""
-    return err_console if console.is_terminal and err_console.is_terminal else console
 
 
 def print_shape_table(result: ShapeVerification, title: str) -> None:
@@ -291,7 +232,7 @@ def print_shape_table(result: ShapeVerification, title: str) -> None:
         ]
         for point in result.points
     ]
-    print_table(_out(), columns, rows, title=title)
+    print_table(console, columns, rows, title=title)
 
 
 def _model(model: str, tp: int | None, m: str | None) -> tuple[ModelShapes, core.MChoice]:
@@ -336,8 +277,6 @@ def verify(
     allow = (allow_stale, allow_partial)
     dtype = out_dtype.value
     run = _Verify(store, url, model_shapes, found, choice, dtype, rounds, allow, candidates)
-    if fix:
-        run.finish_unfinished()
     results = run.first_check()
     if fix:
         try:

@@ -1,7 +1,7 @@
-"""The kernels `tuner compare` times besides our Triton kernel, and vLLM's own selection of one:
-torch's block-scaled FP8 matmul, vLLM's CUTLASS and DeepGEMM ops, and vLLM's Marlin and Humming
-classes, each on the inputs of one `CandidateRunner` (our KernelRunner: the same check against
-the float64 reference and the same timing as a trial).
+"""The kernels `tuner compare` times besides our Triton kernel: torch's block-scaled FP8
+matmul, vLLM's CUTLASS and DeepGEMM ops, and vLLM's Marlin and Humming classes, each on the
+inputs of one `CandidateRunner` (our KernelRunner: the same check against the float64
+reference and the same timing as a trial).
 
 Facts about vLLM 0.33.0 (its files under vllm/model_executor/):
 - kernels/linear/scaled_mm/marlin.py `MarlinFP8ScaledMMLinearKernel` and humming.py
@@ -14,17 +14,14 @@ Facts about vLLM 0.33.0 (its files under vllm/model_executor/):
   block-FP8 layers get layer_param_names ["weight", "weight_scale", "input_scale",
   "input_scale_ub"] (kernels/linear/__init__.py `init_fp8_linear_kernel`).
 - Building a kernel constructs a CustomOp, which needs a current vLLM config (config/vllm.py
-  `get_current_vllm_config`); DeepGEMM's `can_implement` (kernels/linear/scaled_mm/deep_gemm.py)
-  refuses a layer without a model config and reads `hf_text_config.model_type`.
+  `get_current_vllm_config`).
 """
 
 from __future__ import annotations
 
 import importlib
-import itertools
 from collections.abc import Callable, Mapping
 from functools import partial
-from types import SimpleNamespace
 from typing import Any
 
 from tuner.compare.versus import (
@@ -52,79 +49,22 @@ CLASSES = {
 }
 
 
-def model_config_view(model_type: str | None) -> SimpleNamespace:
-    """What vLLM's selection reads of a server's model config: `model_type` as
-    `hf_text_config` and `hf_config` (its own ModelConfig needs the checkpoint's files)."""
-    text = SimpleNamespace(model_type=model_type)
-    return SimpleNamespace(hf_text_config=text, hf_config=text)
-
-
-def server_vllm_config(model_type: str | None):
-    """A context in which vLLM's current config is a `VllmConfig()` whose model config carries
-    `model_type` (`model_config_view`): what a server's selection sees.
-
-    Raises:
-        Exception: whatever importing vllm.config or `VllmConfig()` raises (vLLM 0.33.0:
-            "Failed to infer device type" where it sees no GPU).
-    """
-    from vllm.config import VllmConfig, set_current_vllm_config
-
-    vllm_config = VllmConfig()
-    vllm_config.model_config = model_config_view(model_type)  # a pydantic dataclass field
-    return set_current_vllm_config(vllm_config)
-
-
-def vllm_choice(N: int, K: int, out_dtype: str, model_type: str | None) -> str:
-    """The class vLLM selects for a block-FP8 linear layer with weight [N, K] here, as a server
-    of a model of `model_type` selects it (input and output in out_dtype).
-
-    Raises:
-        Exception: whatever importing vLLM, its config or its selection raises.
-    """
-    import torch
-
-    linear = importlib.import_module("vllm.model_executor.kernels.linear")
-    config = block_fp8_layer_config(N, K, getattr(torch, out_dtype))
-    with server_vllm_config(model_type):
-        chosen = linear.choose_scaled_mm_linear_kernel(
-            config, linear._POSSIBLE_FP8_BLOCK_KERNELS, quantization="fp8_block_w8a8"
-        )
-    return chosen.__name__
-
-
-def _torch_scaled_mm() -> LibraryKernel:
-    """`torch.nn.functional.scaled_mm` with BlockWise1x128 scales for A and BlockWise128x128
-    for B. Which memory layout of the scales a build accepts differs by build and GPU, so the
-    first call tries the layouts in turn and keeps the first that runs (the check against the
-    float64 reference decides whether its result counts)."""
+def _torch_scaled_mm(A, As, B, Bs, out_dtype, block_shape):
+    """`torch.nn.functional.scaled_mm` with BlockWise1x128 scales for A and BlockWise128x128 for
+    B, laid out as cuBLAS takes them (PyTorch's test_scaled_matmul_cuda.py): As [M, K/128]
+    outer-dim-major; Bs padded along K to a multiple of 4 and K-major ([K/128, N/128])."""
     import torch.nn.functional as F
 
-    recipe_a, recipe_b = F.ScalingType.BlockWise1x128, F.ScalingType.BlockWise128x128
-
-    def outer(scale):  # the same values, stored with the first dimension fastest
-        return scale.t().contiguous().t()
-
-    def same(scale):
-        return scale
-
-    layouts = list(itertools.product((outer, same), (same, lambda scale: scale.t(), outer)))
-
-    def run(A, As, B, Bs, out_dtype, block_shape):
-        errors = []
-        for layout in list(layouts):
-            scale_a, scale_b = layout[0](As), layout[1](Bs)
-            try:
-                result = F.scaled_mm(
-                    A, B.t(), scale_a, recipe_a, scale_b, recipe_b, output_dtype=out_dtype
-                )
-            except (RuntimeError, ValueError, NotImplementedError) as exc:
-                errors.append(exc)
-                continue
-            layouts[:] = [layout]  # this build's layout, from now on
-            return result
-        raise RuntimeError(f"torch runs no block-wise scale layout here: {error_line(errors[0])}")
-
-    return run
+    scale_b = F.pad(Bs, (0, -Bs.shape[1] % 4)).t()
+    return F.scaled_mm(
+        A,
+        B.t(),
+        As.t().contiguous().t(),
+        F.ScalingType.BlockWise1x128,
+        scale_b,
+        F.ScalingType.BlockWise128x128,
+        output_dtype=out_dtype,
+    )
 
 
 def _torch_cpu_dequant(A, As, B, Bs, out_dtype, block_shape):
@@ -213,7 +153,7 @@ def library_kernels(
     no_scaled_mm = "this torch has no torch.nn.functional.scaled_mm with ScalingType"
     unavailable: dict[str, str | None] = {TORCH_SCALED_MM: no_scaled_mm}
     if hasattr(F, "scaled_mm") and hasattr(F, "ScalingType"):
-        kernels[TORCH_SCALED_MM] = _torch_scaled_mm()
+        kernels[TORCH_SCALED_MM] = _torch_scaled_mm
         unavailable[TORCH_SCALED_MM] = _probe(kernels[TORCH_SCALED_MM], device)
     if device == "cpu":
         kernels[TORCH_CPU] = _torch_cpu_dequant

@@ -38,10 +38,6 @@ MChoice = str | tuple[int, ...] | None
 # (N, K, M) -> a runner with check(config) -> TrialResult and sample_us(config) -> float
 # (tuner.measure.runner.KernelRunner on a device or the interpreter).
 RunnerFactory = Callable[[int, int, int], Any]
-WHERE_PICK_SWITCHES = (
-    "the midpoint of each pair of neighbouring keys (where vLLM's nearest-key "
-    "pick switches) and key - 1, key + 1"
-)
 
 
 def shape_label(N: int, K: int) -> str:
@@ -83,38 +79,10 @@ def shape_grid(choice: MChoice, sweep_grid: Sequence[int]) -> list[int]:
     return sorted(set(choice))
 
 
-def m_set_line(choice: MChoice) -> str:
-    """One line: which M values verify checks per shape, and why."""
-    if choice is None:
-        return (
-            f"M checked per shape: its keys, the M grid of the sweeps that made it, "
-            f"{WHERE_PICK_SWITCHES}, up to {VLLM_M_GRID[-1]} or the largest key; "
-            f"`--m all` adds vLLM's {len(VLLM_M_GRID)} batch sizes"
-        )
-    listed = (
-        f"(--m all): vLLM's {len(VLLM_M_GRID)} batch sizes, the M grid of the sweeps that made it"
-        if choice == M_ALL
-        else f"(--m): {', '.join(map(str, choice))}"
-    )
-    return f"M checked per shape {listed}, its keys, {WHERE_PICK_SWITCHES}"
-
-
 def _parsed(configs: Mapping[int, Mapping[str, int]]) -> dict[int, KernelConfig]:
     if not configs:
         raise ValueError("the file has no keys")
     return {M: KernelConfig.from_dict(entry) for M, entry in configs.items()}
-
-
-def timed_points(
-    configs: Mapping[int, Mapping[str, int]],
-    m_points: Iterable[int],
-    shape: Shape,
-    family: str = DEFAULT_FAMILY,
-) -> list[int]:
-    """The M of `m_points` where vLLM's pick from `configs` is not the family's default config
-    for `shape` at that M: where `verify_shape` runs a kernel (progress counts these)."""
-    parsed, default = _parsed(configs), get_family(family).default_config
-    return [M for M in m_points if parsed[vllm_pick_key(parsed, M)] != default(shape, M)]
 
 
 class Verdict(StrEnum):
@@ -204,13 +172,12 @@ def verify_shape(
     rounds: int = RETIME_ROUNDS,
     noise_floor: float = 0.0,
     retime: Callable[..., Sequence[Any]] = retime_interleaved,
-    on_point: Callable[[PointResult], None] = lambda point: None,
 ) -> ShapeVerification:
     """Time, at each M of `m_points`, the config vLLM runs from this file (`configs`: M key ->
     vLLM's six keys) against the family's default config at that M. Where the pick is the
     default nothing runs; otherwise a runner for (N, K, M) checks the pick, then the default,
     against the float64 reference (a wrong result or a failed launch is FAILED), then `retime`
-    samples both interleaved and `judge` decides. `on_point` sees each result as it comes.
+    samples both interleaved and `judge` decides.
 
     Raises:
         ValueError: no configs, an entry without vLLM's six keys, or an unknown family.
@@ -238,22 +205,17 @@ def verify_shape(
             M, key, config, verdict, True, chosen.latency_us, base.latency_us, noise_us
         )
 
-    results = []
-    for M in m_points:
-        results.append(point(M))
-        on_point(results[-1])
-    keys = tuple(sorted(parsed))
-    return ShapeVerification(shape.N, shape.K, shape.block_shape, keys, tuple(results))
+    results = tuple(point(M) for M in m_points)
+    return ShapeVerification(shape.N, shape.K, shape.block_shape, tuple(sorted(parsed)), results)
 
 
 @dataclass(frozen=True)
 class PlannedShape:
-    """One shape's file and the M values it is checked at; `timed`: those where a kernel runs."""
+    """One shape's file and the M values it is checked at."""
 
     shape: Shape
     configs: Mapping[int, Mapping[str, int]]
     m_points: tuple[int, ...]
-    timed: frozenset[int]
 
 
 def plan(
@@ -280,8 +242,7 @@ def plan(
             continue
         configs = by_key[key].merged.configs
         m_points = check_points(configs, shape_grid(choice, grids.get(key, ())))
-        timed = frozenset(timed_points(configs, m_points, key.shape))
-        planned.append(PlannedShape(key.shape, configs, tuple(m_points), timed))
+        planned.append(PlannedShape(key.shape, configs, tuple(m_points)))
     return planned, missing
 
 
@@ -311,20 +272,6 @@ def summary_line(results: Sequence[ShapeVerification]) -> str:
         f"{len(results)} shape(s), {len(points)} M values: {counts[Verdict.OK]} ok "
         f"({untimed} run the default config), {counts[Verdict.SLOWER]} slower, "
         f"{counts[Verdict.FAILED]} failed"
-    )
-
-
-def nothing_timed_line(results: Sequence[ShapeVerification], device_name: str) -> str | None:
-    """The line that says there was nothing to time (every pick is the default config, the
-    baseline itself); None when some M was timed."""
-    points = [point for result in results for point in result.points]
-    if not points or any(point.timed for point in points):
-        return None
-    return (
-        f"nothing to time: at all {len(points)} M value(s) of {len(results)} shape(s) "
-        f"vLLM's pick from {device_name}'s files is its default config, the baseline "
-        "itself (the sweeps found no faster config there; `tuner winners` shows them); "
-        "nothing is slower"
     )
 
 

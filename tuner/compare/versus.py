@@ -4,10 +4,8 @@ which kernel wins decode and prefill, and whether `--linear-backend triton` with
 files beats vLLM's default. The runner and the clock come from the caller, so this runs the
 same with a GPU, the interpreter or fakes; nothing here imports torch, Triton or vLLM.
 
-vLLM's default is its own selection when that answers here (vLLM 0.33.0,
-vllm/model_executor/kernels/linear/__init__.py: `choose_scaled_mm_linear_kernel`, asked by
-`tuner.compare.backends.vllm_choice` as a server asks it), else the tuner's table of vLLM 0.33.0
-per shape (`tuner.kernels.vllm_table.table_dense_kernel`).
+vLLM's default kernel per shape is the tuner's table of vLLM 0.33.0
+(`tuner.kernels.vllm_table.table_dense_kernel`, checked against the wheel in tests/engines).
 """
 
 from __future__ import annotations
@@ -40,17 +38,12 @@ BACKENDS = (TRITON_TUNED, TRITON_DEFAULT, TORCH_SCALED_MM, TORCH_CPU) + (
     VLLM_MARLIN,
     VLLM_HUMMING,
 )
-# vLLM 0.33.0 class name (kernels/linear/scaled_mm/*.py) -> the kernel name that times it. Its
-# Triton kernel reads the tuned files: there the default is already what the flag gives.
+# vLLM 0.33.0 class name (kernels/linear/scaled_mm/*.py) -> the kernel name that times it.
 KERNEL_BACKENDS = {
     vllm_table.DEEPGEMM: VLLM_DEEPGEMM,
     vllm_table.CUTLASS: VLLM_CUTLASS,
     vllm_table.MARLIN: VLLM_MARLIN,
-    vllm_table.HUMMING: VLLM_HUMMING,
-    vllm_table.TRITON_KERNEL: TRITON_TUNED,
 }
-BY_SELECTION = "vLLM's own selection"
-BY_TABLE = TABLE
 # The verdicts' M ranges: decode is M <= 32, prefill M >= 2048.
 REGIMES: tuple[tuple[str, Callable[[int], bool]], ...] = (
     ("decode (M <= 32)", lambda M: M <= 32),
@@ -207,57 +200,26 @@ def verdict_lines(points: Sequence[ComparePoint]) -> list[str]:
     return [_regime_line(points, regime, keep) for regime, keep in REGIMES]
 
 
-@dataclass(frozen=True)
-class VllmDefault:
-    """vLLM's default kernel for one (N, K): the kernel names that time it, in order of
-    preference (empty when compare times none); vLLM's class name (None when unknown); who
-    said so (BY_SELECTION or BY_TABLE); and why the table answered ("" when vLLM did)."""
-
-    backends: tuple[str, ...]
-    kernel: str | None
-    source: str
-    reason: str = ""
-
-
-def _default(name: str | None, source: str, reason: str = "") -> VllmDefault:
-    backend = KERNEL_BACKENDS.get(name or "")
-    return VllmDefault((backend,) if backend else (), name, source, reason)
-
-
 def default_kernels(
     shapes: Iterable[tuple[int, int]],
     compute_capability: str | None,
     out_dtype: str,
     model_type: str | None,
-    choose: Callable[[int, int, str, str | None], str],
-) -> dict[tuple[int, int], VllmDefault]:
-    """(N, K) -> vLLM's default kernel: `choose(N, K, out_dtype, model_type)` (vLLM's own
-    selection, `tuner.compare.backends.vllm_choice`) where it answers, else the tuner's table
-    with the one-line reason (the interpreter's compute capability "" knows none)."""
-    capability = vllm_table.capability_number(compute_capability)
-    result = {}
-    for N, K in shapes:
-        try:
-            result[(N, K)] = _default(choose(N, K, out_dtype, model_type), BY_SELECTION)
-        except Exception as exc:  # noqa: BLE001 - no vLLM here, or its selection failed
-            why = f"vLLM's selection did not answer here ({error_line(exc)})"
-            # the interpreter's capability (None) is no architecture the table knows: 0
-            name = vllm_table.table_dense_kernel(capability or 0, N, K, out_dtype, model_type)
-            result[(N, K)] = _default(name, BY_TABLE, why)
-    return result
+) -> dict[tuple[int, int], str | None]:
+    """(N, K) -> vLLM's default kernel class there, by the tuner's table; None where the table
+    knows none (the interpreter's compute capability among them)."""
+    capability = vllm_table.capability_number(compute_capability) or 0
+    return {
+        (N, K): vllm_table.table_dense_kernel(capability, N, K, out_dtype, model_type)
+        for N, K in shapes
+    }
 
 
-def table_reasons(defaults: Mapping[tuple[int, int], VllmDefault]) -> list[str]:
-    """The one-line reasons the table answered instead of vLLM's selection, each once."""
-    reasons = dict.fromkeys(d.reason for d in defaults.values() if d.reason)
-    return [f"{reason}: {BY_TABLE} answers" for reason in reasons]
-
-
-def default_backend(points: Sequence[ComparePoint], default: VllmDefault) -> str | None:
-    """Of `default.backends`, the first timed at some point of `points` (one shape's)."""
-    return next(
-        (n for n in default.backends if any(p.latency(n) is not None for p in points)), None
-    )
+def default_backend(points: Sequence[ComparePoint], kernel: str | None) -> str | None:
+    """The kernel name that times vLLM's default `kernel`, when it was timed at some point of
+    `points` (one shape's); else None."""
+    name = KERNEL_BACKENDS.get(kernel or "")
+    return name if any(p.latency(name or "") is not None for p in points) else None
 
 
 def beats(ratio: float, other: str) -> str:
@@ -271,26 +233,8 @@ def beats(ratio: float, other: str) -> str:
     return f"Triton and {other} tie"
 
 
-def _not_compared(defaults: Mapping[tuple[int, int], VllmDefault]) -> list[str]:
-    kernels = ", ".join(sorted({d.kernel for d in defaults.values() if d.kernel}))
-    if kernels and all(d.backends == (TRITON_TUNED,) for d in defaults.values()):
-        return [
-            f"vLLM's default here is its Triton kernel ({kernels}): it reads "
-            "the tuned files without --linear-backend triton"
-        ]
-    why = (
-        f"here it is {kernels}, not timed here"
-        if kernels
-        else "no vLLM default kernel is timed on this backend"
-    )
-    return [
-        f"vLLM's default kernel was not compared ({why}); the verdicts above compare the "
-        "kernels that ran"
-    ]
-
-
 def flag_lines(
-    points: Sequence[ComparePoint], defaults: Mapping[tuple[int, int], VllmDefault]
+    points: Sequence[ComparePoint], defaults: Mapping[tuple[int, int], str | None]
 ) -> list[str]:
     """Whether `--linear-backend triton` with the tuned files beats vLLM's default kernel
     (`defaults`, per shape): per M (geometric mean over shapes of the default's time over
@@ -298,7 +242,7 @@ def flag_lines(
     chosen: dict[tuple[int, int], str] = {}
     for N, K in {(p.N, p.K) for p in points}:
         name = default_backend([p for p in points if (p.N, p.K) == (N, K)], defaults[(N, K)])
-        if name is not None and name != TRITON_TUNED:
+        if name is not None:
             chosen[(N, K)] = name
     ratios: dict[int, list[float]] = {}
     for point in points:
@@ -307,13 +251,12 @@ def flag_lines(
         default_us = point.latency(name) if name else None
         if tuned is not None and default_us is not None:
             ratios.setdefault(point.M, []).append(default_us / tuned)
+    kernels = ", ".join(sorted({kernel for kernel in defaults.values() if kernel}))
     if not ratios:
-        return _not_compared(defaults)
+        return [f"vLLM's default kernel ({kernels or 'not known here'}) was not timed here"]
     other = " / ".join(sorted(set(chosen.values())))
-    kernels = ", ".join(sorted({d.kernel for d in defaults.values() if d.kernel}))
-    sources = ", ".join(sorted({d.source for d in defaults.values()}))
     lines = [
-        f"vLLM's default here: {kernels} (timed as {other}; from {sources}). "
+        f"vLLM's default here: {kernels} (timed as {other}; from {TABLE}). "
         "--linear-backend triton with the tuned files vs it, per M (geometric mean over shapes):"
     ]
     lines += [f"  M={M}: {beats(geomean(v), other)}" for M, v in sorted(ratios.items())]

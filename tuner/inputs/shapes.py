@@ -13,8 +13,8 @@ from importlib import resources
 from pathlib import Path
 
 from tuner.inputs.devices import did_you_mean
-from tuner.kernels.family import EXPERTS, KernelFamily
-from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, family_of_part, get_family
+from tuner.kernels.family import KernelFamily
+from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, get_family
 from tuner.kernels.shape import Shape, positive
 
 # A model key is a file name: lower case, digits, '.', '_' and '-'.
@@ -71,16 +71,8 @@ class ModelShapes:
     @property
     def shapes(self) -> tuple[tuple[int, int], ...]:
         """The default family's (N, K) pairs (`pairs()`), for the comparisons that read them
-        (`tuner.compare.verify`, `tuner.compare.vllm_select`)."""
+        (`tuner.compare.verify`, `tuner.compare.doctor`)."""
         return self.pairs()
-
-    @property
-    def moe(self) -> tuple[tuple[int, ...], ...]:
-        """The rows (E, N, K, top_k) of the family tuning the model's fused-MoE experts
-        (`FamilyShapes.model_part`, its `shape_row`), for `tuner.compare.vllm_select`."""
-        experts = family_of_part(EXPERTS)
-        assert experts.shapes.shape_row is not None  # a family of a model's part lists its rows
-        return tuple(experts.shapes.shape_row(shape) for shape in self.of(experts.name))
 
     def family_label(self, family: str) -> str:
         """The model, TP and one family's shapes in one phrase, e.g. "tiny-moe TP 1: E=4 N=64"

@@ -105,29 +105,19 @@ def parse_block_fp8_name(
 
 @dataclass(frozen=True)
 class VllmServing:
-    """How vLLM serves a family's layers: what `tuner doctor` and vLLM's selection probe say
-    of it. The hooks import vLLM or Triton when called; they take and give
-    `tuner.kernels.serving`'s records.
+    """How vLLM serves a family's layers: what `tuner doctor` says of it, from the tuner's
+    table of vLLM; the hook takes and gives `tuner.kernels.serving`'s records.
 
     Attributes:
-        label: how doctor's lines name the family's kernels, e.g. "dense" ("builtin vs vLLM's
-            compiled code (dense and fused-MoE)").
-        select: (compute capability as vLLM's int, e.g. 90, `tuner.kernels.serving.
-            ModelAsked`) -> `tuner.kernels.serving.Answer`: vLLM's own selection code's
-            choice for the family's layer of the model; run in the child process that imports
-            vLLM (`tuner.compare.vllm_select`). None: vLLM has no selection to ask.
-        advice: (`tuner.kernels.serving.Diagnosis`, `tuner.kernels.serving.Asked`, the
-            family's Answer) -> None: doctor's lines on what vLLM runs for the family on the
-            architecture and whether it reads the family's files; it appends the family's name
-            to `Diagnosis.helps` when it does.
-        compare: (Diagnosis, compute capability, e.g. 90) -> None: doctor's line on whether the
-            builtin kernel compiles to vLLM's code; None: not compared.
+        label: how lines name the family's kernels, e.g. "dense".
+        advice: (`tuner.kernels.serving.Diagnosis`, `tuner.kernels.serving.Asked`) -> None:
+            doctor's lines on what vLLM runs for the family on the architecture and whether it
+            reads the family's files; it appends the family's name to `Diagnosis.helps` when
+            it does.
     """
 
     label: str
-    select: Callable[[int, Any], Any] | None = None
-    advice: Callable[[Any, Any, Any], None] | None = None
-    compare: Callable[[Any, int], None] | None = None
+    advice: Callable[[Any, Any], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -316,7 +306,7 @@ class KernelFamily:
             (`FamilyShapes`; default: in no shapes file, one sweep for all).
         report: how labels, notes and the report name its shapes (`FamilyReport`; default:
             generic labels, no roofline).
-        serving: what `tuner doctor` and vLLM's selection probe say of the family
+        serving: what `tuner doctor` says of the family
             (`VllmServing`); None: doctor says nothing of it.
         log_line: the warning a server logs when the family's file is missing
             (`VllmLogLine`); None: logs are not read for the family.
@@ -364,7 +354,7 @@ class KernelFamily:
             return self.report.brief_shape(shape)
         return f"N={shape.N} K={shape.K}"
 
-    # Doctor, selection, verify and import (tuner.compare.doctor, tuner.compare.vllm_select).
+    # Doctor, verify and import (tuner.compare.doctor).
     serving: VllmServing | None = None
     # vLLM log lines (tuner.inputs.logs)
     log_line: VllmLogLine | None = None

@@ -1,98 +1,21 @@
-"""What `tuner doctor` and vLLM's selection probe say of a kernel family, as the family's own
-hooks (`tuner.kernels.family.VllmServing`) take and give it: the model asked about
-(`ModelAsked`), vLLM's answer (`Answer`), the question a family's advice answers (`Asked`), the
-lines it adds (`Diagnosis`), the words doctor's lines share, and vLLM's description of a
-block-FP8 linear layer (`block_fp8_layer_config`, which `tuner compare` takes too). The generic
-doctor and selection code is `tuner.compare.doctor` and `tuner.compare.vllm_select`; each
-family's hooks live in its own folder. Importable without torch, triton or vLLM.
+"""What `tuner doctor` says of a kernel family, as the family's own hook
+(`tuner.kernels.family.VllmServing`) takes and gives it: the question a family's advice answers
+(`Asked`), the lines it adds (`Diagnosis`), the words doctor's lines share, vLLM's description
+of a block-FP8 linear layer (`block_fp8_layer_config`, which `tuner compare` takes) and two
+compiled kernels compared (`same_code`, for the real-engine lane). The generic doctor code is
+`tuner.compare.doctor`; each family's hook lives in its own folder. Importable without torch,
+triton or vLLM.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.core import error_line
 from tuner.kernels.vllm_table import VLLM_VERSION, ArchBackend
 
 TABLE = f"the tuner's table of vLLM {VLLM_VERSION}"
-OWN = "vLLM's own selection code"
-
-
-@dataclass(frozen=True)
-class ModelAsked:
-    """The model vLLM's selection is asked about.
-
-    Attributes:
-        label: how lines name it, e.g. "deepseek-v3 TP 8".
-        model_type: its Hugging Face model type (e.g. "deepseek_v3"); None when not known.
-        dense: (N, K) of its block-FP8 linear weights.
-        moe: (E, N, K, top_k) of its fused-MoE experts (N per rank, K the hidden size), or None.
-        given: the user named it (--model); False for `DEFAULT_MODEL`.
-    """
-
-    label: str
-    model_type: str | None
-    dense: tuple[tuple[int, int], ...]
-    moe: tuple[int, int, int, int] | None
-    given: bool = True
-
-    def to_json(self) -> str:
-        """The model as one JSON text (`from_json` reads it back)."""
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> ModelAsked:
-        """The model `to_json` wrote (its JSON lists read back as tuples)."""
-        return cls(**{name: _tuples(value) for name, value in json.loads(text).items()})
-
-    @classmethod
-    def of(cls, shapes) -> ModelAsked:
-        """The model of a `tuner.inputs.shapes.ModelShapes` (its first MoE shape, if any)."""
-        return cls(
-            f"{shapes.model} TP {shapes.tp}",
-            shapes.model_type,
-            tuple(shapes.shapes),
-            tuple(shapes.moe[0]) if shapes.moe else None,
-        )
-
-
-def _tuples(value: Any) -> Any:
-    """`value` with every JSON list in it turned into a tuple."""
-    return tuple(_tuples(item) for item in value) if isinstance(value, list) else value
-
-
-# Without --model: one DeepSeek-V3 layer (shapes/deepseek-v3.toml: model_type deepseek_v3, a
-# dense weight N x K at TP 1, the routed experts E, N = moe_intermediate_size, hidden, top_k).
-DEFAULT_DENSE = ((7168, 18432),)
-DEFAULT_MOE = (256, 2048, 7168, 8)
-DEFAULT_MODEL = ModelAsked(
-    "one DeepSeek-V3 layer", "deepseek_v3", DEFAULT_DENSE, DEFAULT_MOE, given=False
-)
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One family's answer from vLLM's selection code.
-
-    Attributes:
-        kernel: the kernel class ("DeepGemmFp8BlockScaledMMKernel") or MoE backend ("TRITON");
-            for dense layers the one chosen for most of the model's shapes; None when vLLM's
-            code was not asked or failed.
-        detail: more of vLLM's answer: the MoE experts class, or the kernels it tried before
-            the dense one (in its order) with its reasons for passing them over; "" when none.
-        reason: why the tuner's table answers instead, one line; "" when vLLM answered.
-        others: the shapes for which vLLM chose another dense kernel, e.g.
-            "CutlassFp8BlockScaledMMKernel for N=576,K=256"; "" when none.
-    """
-
-    kernel: str | None
-    detail: str = ""
-    reason: str = ""
-    others: str = ""
 
 
 @dataclass
@@ -103,14 +26,11 @@ class Diagnosis:
         lines: the screen, one finding a line.
         reasons: why tuning here will not change what vLLM runs; [] exits 0.
         helps: the families whose tuned files vLLM will read.
-        warnings: facts the answer may not hold for, one line each (printed as `warning:`):
-            --arch and --device disagreeing, a Triton other than the serving vLLM's.
     """
 
     lines: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     helps: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -123,7 +43,8 @@ class Asked:
         table_arch: its key in the tuner's table of vLLM's backends (`arch_of`), e.g.
             "sm100/sm120".
         table: that row of the table (`tuner.kernels.vllm_table.ARCH_BACKENDS`).
-        model: the model vLLM serves (--model), None when not given.
+        model: the `tuner.inputs.shapes.ModelShapes` vLLM serves (--model); None when not
+            given.
         linear_backend_triton: the server runs with `--linear-backend triton`.
     """
 
@@ -131,7 +52,7 @@ class Asked:
     capability: int
     table_arch: str
     table: ArchBackend
-    model: ModelAsked | None
+    model: Any
     linear_backend_triton: bool
 
 
@@ -154,29 +75,6 @@ def block_fp8_layer_config(N: int, K: int, dtype) -> Any:
         weight_shape=(N, K),
         input_dtype=dtype,
         out_dtype=dtype,
-    )
-
-
-def compare_line(
-    out: Diagnosis, head: str, pairs: Callable[[], list], hint: str, where: str
-) -> None:
-    """Doctor's line on the (builtin, vLLM's) `tuner.kernels.target.Compiled` pairs that
-    `pairs()` compiles: `head`, then DIFFERENT code with what differs and `hint`, or same code
-    with the first pair's shared memory, registers and PTX count `where`; not compared, with
-    the exception in one line, when compiling them raises."""
-    try:
-        made = pairs()
-    except Exception as exc:  # noqa: BLE001 - any import or compile failure is the finding
-        out.lines.append(f"{head}: not compared ({error_line(exc)})")
-        return
-    differ = sorted({phrase for ours, theirs in made for phrase in same_code(ours, theirs)})
-    if differ:
-        out.lines.append(f"{head}: DIFFERENT code (" + "; ".join(differ) + f"): {hint}")
-        return
-    ours = made[0][0]
-    out.lines.append(
-        f"{head}: same code (shared {ours.shared} bytes, {ours.n_regs} registers, "
-        f"{ours.instructions} PTX instructions {where})"
     )
 
 

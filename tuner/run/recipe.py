@@ -124,7 +124,7 @@ class SweepRecipe:
         script = " && ".join(
             [
                 self.install(),
-                shlex.join(["tuner", "doctor", "--no-compile"])
+                shlex.join(["tuner", "doctor"])
                 + " ; "
                 + shlex.join(["tuner", "sweep", *self._sweep_args(), "--kernel", "vllm"]),
             ]

@@ -16,7 +16,6 @@ from tuner.compare.verify import (
     judge,
     no_file_line,
     plan,
-    timed_points,
     verify_shape,
 )
 from tuner.core import VLLM_M_GRID, TrialStatus
@@ -50,14 +49,6 @@ def test_points_are_keys_grid_midpoints_and_neighbours_up_to_4096_or_the_largest
     for keys, grid, message in (([], [1], "no keys"), ([0, 4], [], ">= 1"), ([4], [0], ">= 1")):
         with pytest.raises(ValueError, match=message):
             check_points(keys, grid)
-
-
-def test_timed_points_are_those_whose_pick_is_not_the_default():
-    configs = {1: BIG.as_dict(), 16: DEFAULT.as_dict(), 64: SMALL.as_dict()}
-    points = check_points(configs, [1, 16, 64])
-    assert points == [1, 2, 8, 15, 16, 17, 40, 63, 64, 65]
-    # 8 is nearer to 1 than to 16; 40 is a tie of 16 and 64, which vLLM gives to 16 (default)
-    assert timed_points(configs, points, SHAPE) == [1, 2, 8, 63, 64, 65]
 
 
 @dataclass(frozen=True)
@@ -135,8 +126,8 @@ SKIPPED = [SkippedShape(dense_key(576, 256, BLOCK), "M=16 has no trials", [16])]
 def test_plan_checks_each_file_and_names_the_shape_without_one():
     files = DeviceFiles(files=[FILE], skipped=SKIPPED)
     planned, missing = plan(SHAPES, files, {dense_key(256, 384, BLOCK): (1, 16)}, None)
-    # keys 1, 16; midpoint 8; neighbours 2, 15, 17; SMALL (key 1) is vLLM's pick at 1, 2, 8.
-    assert planned == [PlannedShape(SHAPE, CONFIGS, (1, 2, 8, 15, 16, 17), frozenset({1, 2, 8}))]
+    # keys 1, 16; midpoint 8; neighbours 2, 15, 17
+    assert planned == [PlannedShape(SHAPE, CONFIGS, (1, 2, 8, 15, 16, 17))]
     assert missing == [
         "N=576,K=256: no file (M=16 has no trials); vLLM runs its default config there"
     ]

@@ -1,17 +1,16 @@
 """The dense W8A8 block-FP8 GEMM (vLLM's `w8a8_triton_block_scaled_mm`) as a kernel family: its
 config space (`tuner.kernels.dense.space`), the file names vLLM and SGLang read, how a model's
-shapes file lists its shapes, and what `tuner doctor` and vLLM's selection say of it.
+shapes file lists its shapes, and what `tuner doctor` says of it.
 
 Pure: the kernel, its workload and vLLM are imported when a hook is called.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.core import FP8_DTYPE, one_line
+from tuner.core import FP8_DTYPE
 from tuner.kernels.dense.space import (
     DEFAULT_BLOCK_SHAPE,
     default_config,
@@ -32,23 +31,12 @@ from tuner.kernels.family import (
     lazy,
     parse_block_fp8_name,
 )
-from tuner.kernels.serving import (
-    DEFAULT_DENSE,
-    OWN,
-    TABLE,
-    Answer,
-    Asked,
-    Diagnosis,
-    ModelAsked,
-    block_fp8_layer_config,
-    compare_line,
-)
+from tuner.kernels.serving import TABLE, Asked, Diagnosis
 from tuner.kernels.shape import Shape, int_rows
 from tuner.kernels.source import VllmKernel
 from tuner.kernels.vllm_table import (
     FP8_BLOCK_KERNELS,
     TRITON_FLAG,
-    TRITON_KERNEL,
     table_dense_kernel,
 )
 
@@ -123,120 +111,37 @@ def parse_config_file_name(name: str) -> ConfigFileName:
 FILES_FOLDER = "vllm/model_executor/layers/quantization/utils/configs/"
 
 
-def _walk_order(linear: Any, capability: int) -> list:
-    """vLLM's block-FP8 kernels in the order its selection tries them: after
-    `_resolve_backend_kernels` (the Humming reordering) where this vLLM has it."""
-    from vllm.platforms import current_platform
-
-    kernels = list(linear._POSSIBLE_FP8_BLOCK_KERNELS.get(current_platform._enum, []))
-    resolve = getattr(linear, "_resolve_backend_kernels", None)
-    if resolve is None:
-        return kernels
-    return list(
-        resolve(kernels, "scaled-mm", quantization="fp8_block_w8a8", compute_capability=capability)
-    )
-
-
-def _passed_over(linear: Any, chosen: Any, config: Any, capability: int) -> str:
-    """The kernels vLLM tried before `chosen`, with its reasons, in its order."""
-    passed = []
-    for kernel in _walk_order(linear, capability):
-        if kernel is chosen:
-            break
-        ok, why = linear.is_supported_and_can_implement_kernel(kernel, config, capability)
-        if not ok:
-            passed.append(one_line(str(why)).rstrip("."))
-    return "; ".join(passed)
-
-
-def select(capability: int, model: ModelAsked) -> Answer:
-    """vLLM 0.33.0's choice for each block-FP8 linear layer of `model` (bf16 in and out, as
-    served), as `init_fp8_linear_kernel` (vllm/model_executor/kernels/linear/__init__.py)
-    makes it; a DeepSeek-V3 layer's when it lists none.
-
-    Returns:
-        The kernel chosen for most shapes, the kernels passed over before it, and the shapes
-        for which another was chosen.
-    """
-    import torch
-    from vllm.model_executor.kernels import linear
-
-    chosen: dict[tuple[int, int], Any] = {}  # vLLM's kernel classes
-    configs, kernels = {}, linear._POSSIBLE_FP8_BLOCK_KERNELS
-    choose = linear.choose_scaled_mm_linear_kernel
-    for N, K in model.dense or DEFAULT_DENSE:
-        configs[(N, K)] = block_fp8_layer_config(N, K, torch.bfloat16)
-        chosen[(N, K)] = choose(configs[(N, K)], kernels, capability, quantization="fp8_block_w8a8")
-    counts = Counter(chosen.values())
-    main = max(counts, key=lambda kernel: counts[kernel])  # the first of the most common
-    first = next(shape for shape, kernel in chosen.items() if kernel is main)
-    others: dict[str, list[str]] = {}
-    for (N, K), kernel in chosen.items():
-        if kernel is not main:
-            others.setdefault(getattr(kernel, "__name__", str(kernel)), []).append(f"N={N},K={K}")
-    return Answer(
-        main.__name__,
-        _passed_over(linear, main, configs[first], capability),
-        others="; ".join(f"{name} for {' and '.join(shapes)}" for name, shapes in others.items()),
-    )
-
-
-def _say_table_shapes(out: Diagnosis, capability: int, model: ModelAsked) -> None:
+def _say_table_shapes(out: Diagnosis, capability: int, model: Any) -> None:
     """The table's dense kernel per shape of the model (`table_dense_kernel`), one line."""
     by_kernel: dict[str, list[str]] = {}
-    for N, K in model.dense:
+    for N, K in model.shapes:
         name = table_dense_kernel(capability, N, K, "bfloat16", model.model_type)
         label = dict(FP8_BLOCK_KERNELS)[name].split(" (")[0] if name else "not known here"
         by_kernel.setdefault(label, []).append(f"N={N},K={K}")
-    n = len(model.dense)
+    n = len(model.shapes)
     if by_kernel:
         parts = [
             f"{label} for {len(shapes)} of {n} shapes"
             + (f" ({', '.join(shapes)})" if len(shapes) < n else "")
             for label, shapes in by_kernel.items()
         ]
-        out.lines.append(f"  {model.label}: " + "; ".join(parts) + f" ({TABLE})")
+        out.lines.append(f"  {model.model} TP {model.tp}: " + "; ".join(parts) + f" ({TABLE})")
 
 
-def advise(out: Diagnosis, asked: Asked, answer: Answer) -> None:
-    """Doctor's lines: the dense kernel vLLM runs, who said so, and whether it reads the files."""
+def advise(out: Diagnosis, asked: Asked) -> None:
+    """Doctor's lines: the dense kernel vLLM runs by default and whether it reads the files."""
     say = out.lines.append
-    kernel = answer.kernel
-    if kernel is not None:
-        label = dict(FP8_BLOCK_KERNELS).get(kernel, kernel)
-        say(f"dense block-FP8 linear: vLLM runs {label} ({kernel}) by default ({OWN})")
-        if answer.others:
-            say(f"  other shapes: {answer.others}")
-        if answer.detail:
-            say(f"  passed over first: {answer.detail}")
-    else:
-        say(f"dense block-FP8 linear: by default vLLM runs {asked.table.default} ({TABLE})")
-        if answer.reason:
-            say(f"  {answer.reason}: {TABLE} answers")
-    if kernel == TRITON_KERNEL or asked.linear_backend_triton:
-        how = "by default" if kernel == TRITON_KERNEL else f"with {TRITON_FLAG}"
-        say(f"  files read: yes, {how} (from {FILES_FOLDER} in the image)")
+    say(f"dense block-FP8 linear: by default vLLM runs {asked.table.default} ({TABLE})")
+    if asked.linear_backend_triton:
+        say(f"  files read: yes, with {TRITON_FLAG} (from {FILES_FOLDER} in the image)")
         out.helps.append(DENSE.name)
     else:
         say(
             f"  files read: no; {TRITON_FLAG} makes vLLM run the Triton kernel that reads "
             f"them (mount them at {FILES_FOLDER}); measure first: tuner compare"
         )
-    if kernel is None and asked.model is not None:
+    if asked.model is not None:
         _say_table_shapes(out, asked.capability, asked.model)
-
-
-def compare(out: Diagnosis, capability: int) -> None:
-    """Doctor's line on whether the builtin dense kernel and vLLM's compile to the same code for
-    `capability` (e.g. 90), with vLLM's default config at M = 1 and M = 64."""
-
-    def pairs() -> list:
-        theirs, config = VLLM_DENSE.kernel(), default_config()
-        compile_pair = lazy("tuner.kernels.dense.workload:compile_dense_pair")
-        return [compile_pair(theirs, config, capability, M=M, N=4096, K=4096) for M in (1, 64)]
-
-    head = f"builtin vs vLLM's dense kernel on sm{capability}"
-    compare_line(out, head, pairs, "tune with --kernel vllm here", "at M=1, default config")
 
 
 def _parse_file_name(name: str) -> tuple[Shape, str, str]:
@@ -315,7 +220,7 @@ DENSE = KernelFamily(
         anchor=lambda shape: f"{shape.N}x{shape.K}",
         roofline_gemm=lambda shape, M: (M, shape.N, shape.K),
     ),
-    serving=VllmServing(label="dense", select=select, advice=advise, compare=compare),
+    serving=VllmServing(label="dense", advice=advise),
     # vLLM's and SGLang's get_w8a8_block_fp8_configs (fp8_utils.py, fp8_kernel.py); SGLang
     # puts a space inside block_shape. The device part may hold any character vLLM keeps
     # (',' and '=' too), so it ends at the last ",dtype=".

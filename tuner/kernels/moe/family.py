@@ -1,7 +1,7 @@
 """The fused-MoE W8A8 block-FP8 experts (vLLM's `fused_moe_kernel`, fp8_w8a8 block path) as a
 kernel family: vLLM's tuning grid filtered by its block-quant rule, the kernel's constraints,
 vLLM's per-M default, the file names vLLM and SGLang read, which launches compile to one binary,
-and what `tuner doctor` and vLLM's selection say of it. A shape is (N = per-rank intermediate
+and what `tuner doctor` says of it. A shape is (N = per-rank intermediate
 size, K = hidden size, block_shape) with params E and top_k.
 
 Pure: the kernel, its workload and vLLM are imported when a hook is called.
@@ -32,16 +32,7 @@ from tuner.kernels.moe.space import (
     vllm_space,
     why_invalid,
 )
-from tuner.kernels.serving import (
-    DEFAULT_MOE,
-    OWN,
-    TABLE,
-    Answer,
-    Asked,
-    Diagnosis,
-    ModelAsked,
-    compare_line,
-)
+from tuner.kernels.serving import TABLE, Asked, Diagnosis
 from tuner.kernels.shape import Shape, int_rows
 from tuner.kernels.source import VllmKernel
 
@@ -98,93 +89,23 @@ def _respell(name: str, engine: str, device_name: str | None = None) -> str:
     return moe_config_file_name(E, N, device, block_shape, engine)
 
 
-# The fused-MoE comparison's layer: DeepSeek-V3 at tensor parallel 8 (shapes/deepseek-v3.toml;
-# bench/moe_fidelity.py's "deepseek-v3 tp8"); M = 1 and 256 take vLLM's two default tilings.
-MOE_COMPARED = Shape(256, 7168, DEFAULT_BLOCK_SHAPE, (("E", 256), ("top_k", 8)))
-MOE_COMPARED_M = (1, 256)
-
-
-def select(capability: int, model: ModelAsked) -> Answer:
-    """vLLM 0.33.0's MoE backend for `model`'s fused-MoE layer (a DeepSeek-V3 layer when it has
-    none) with 128x128 FP8 weight blocks, dynamic 1x128 activations and ep_size 1, as Fp8MoEMethod
-    asks `select_fp8_moe_backend` (layers/quantization/fp8.py, fused_moe/oracle/fp8.py).
-
-    Returns:
-        The backend's name (e.g. "TRITON") and its experts class.
-    """
-    import torch
-    from vllm.model_executor.layers.fused_moe import config as moe_config
-    from vllm.model_executor.layers.fused_moe.activation import MoEActivation
-    from vllm.model_executor.layers.fused_moe.oracle.fp8 import select_fp8_moe_backend
-    from vllm.model_executor.layers.quantization.utils import quant_utils
-
-    E, N, K, top_k = model.moe or DEFAULT_MOE
-    layer = moe_config.FusedMoEConfig(
-        num_experts=E,
-        experts_per_token=top_k,
-        hidden_dim=K,
-        intermediate_size=N,
-        num_local_experts=E,
-        num_logical_experts=E,
-        activation=MoEActivation.SILU,
-        device="cuda",
-        routing_method=moe_config.RoutingMethodType.DeepSeekV3,
-        moe_parallel_config=moe_config.FusedMoEParallelConfig.make_no_parallel(),
-        in_dtype=torch.bfloat16,
-    )
-    backend, experts = select_fp8_moe_backend(
-        layer,
-        weight_key=quant_utils.kFp8Static128BlockSym,
-        activation_key=quant_utils.kFp8Dynamic128Sym,
-        allow_vllm_cutlass=False,
-    )
-    return Answer(backend.value, experts.__name__ if experts is not None else "")
-
-
-def advise(out: Diagnosis, asked: Asked, answer: Answer) -> None:
-    """Doctor's lines: the fused-MoE backend vLLM runs, who said so, whether it reads the files."""
+def advise(out: Diagnosis, asked: Asked) -> None:
+    """Doctor's lines: the fused-MoE backend vLLM runs by default and whether it reads the
+    files."""
     say = out.lines.append
-    triton = asked.table_arch in MOE_TRITON_ARCHS
-    if answer.kernel is not None:
-        experts = f" ({answer.detail})" if answer.detail else ""
-        say(
-            f"fused-MoE block-FP8: vLLM runs {answer.kernel}{experts} by default with 128x128 "
-            f"weights and ep_size 1 ({OWN})"
-        )
-        triton = answer.kernel == "TRITON"
+    if asked.table_arch in MOE_TRITON_ARCHS:
+        runs = "Triton (fused_moe_kernel) by default with 128x128 weights and ep_size 1"
     else:
         runs = (
-            "Triton (fused_moe_kernel) by default with 128x128 weights and ep_size 1"
-            if triton
-            else "the first of its MoE backends that supports the GPU (not "
-            "verified here for this architecture)"
+            "the first of its MoE backends that supports the GPU (not verified here for this "
+            "architecture)"
         )
-        say(f"fused-MoE block-FP8: vLLM runs {runs} ({TABLE})")
-        if answer.reason:
-            say(f"  {answer.reason}: {TABLE} answers")
-    if triton:
+    say(f"fused-MoE block-FP8: vLLM runs {runs} ({TABLE})")
+    if asked.table_arch in MOE_TRITON_ARCHS:
         say(f"  files read: yes, from ${MOE_ENV} or vLLM's fused_moe/configs/")
         out.helps.append(MOE.name)
     else:
         say(f"  files read: only where vLLM picks TRITON; ${MOE_ENV} names their folder")
-
-
-def compare(out: Diagnosis, capability: int) -> None:
-    """Doctor's line on whether the builtin fused-MoE kernel and vLLM's compile to the same code
-    for `capability` (e.g. 90), with vLLM's default config at two M, both GEMMs each."""
-    compile_pairs = lazy("tuner.kernels.moe.workload:compile_moe_pairs")
-
-    def pairs() -> list:
-        return [
-            pair
-            for M in MOE_COMPARED_M
-            for pair in compile_pairs(default_config(M), capability, shape=MOE_COMPARED, M=M)
-        ]
-
-    ms = " and ".join(map(str, MOE_COMPARED_M))
-    where = f"in the gate_up GEMM at M={MOE_COMPARED_M[0]}, default configs at M={ms}"
-    head = f"builtin vs vLLM's fused-MoE kernel on sm{capability}"
-    compare_line(out, head, pairs, "tune MoE with --kernel vllm here", where)
 
 
 def _parse_file_name(name: str) -> tuple[Shape, str, str]:
@@ -298,7 +219,7 @@ MOE = KernelFamily(
         sweep_per_shape=True,
         describe_shapes=_describe,
     ),
-    serving=VllmServing(label="fused-MoE", select=select, advice=advise, compare=compare),
+    serving=VllmServing(label="fused-MoE", advice=advise),
     # vLLM's get_moe_configs (fused_moe/fused_moe.py): any fused-MoE file name, E=..,N=..,
     # device_name=..[,dtype=..][,block_shape=..]; the tuner tunes the block-FP8 ones only.
     log_line=VllmLogLine(
