@@ -599,9 +599,9 @@ def list_device_names(session: Session) -> list[str]:
 
 
 def known_device_names(session: Session) -> list[str]:
-    """The device_name keys the store knows a device by: those with a sweep or an import (what
-    a `--device` argument or a URL's device is matched against), sorted."""
-    return _device_names(session, Sweep, ImportedFile)
+    """The device_name keys the store knows a device by: those with a sweep, an import or a
+    release (what a `--device` argument or a URL's device is matched against), sorted."""
+    return _device_names(session, Sweep, ImportedFile, Release)
 
 
 def list_release_device_names(session: Session) -> list[str]:

@@ -172,7 +172,7 @@ def test_an_unreachable_or_busy_store_is_503(tmp_path: Path, store_url: str, mon
     def busy(*_args, **_kwargs):
         raise PoolTimeout("QueuePool limit of size 40 overflow 0 reached")
 
-    monkeypatch.setattr("db.repo.find_released_file", busy)
+    monkeypatch.setattr("db.repo.get_release", busy)
     with TestClient(
         create_app(Settings(db_url=store_url)), raise_server_exceptions=False
     ) as client:
