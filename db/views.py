@@ -16,7 +16,7 @@ leaves that part out. Each function is a fixed number of queries, none per task.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -411,18 +411,14 @@ class SweepProgress:
 
 
 @dataclass(frozen=True)
-class SweepSummary(SweepInfo):
+class SweepSummary(SweepProgress, SweepInfo):
     """One sweep with its task counts by state and trial counts."""
-
-    tasks: dict[str, int]
-    trials_ok: int
-    trials_total: int
 
 
 def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepSummary]:
     """Every sweep (or only `sweep_id`) with task counts by state and trial counts, by id."""
     only = [] if sweep_id is None else [Task.sweep_id == sweep_id]
-    tasks: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(map(str, TaskState), 0))
+    tasks: dict[int, Counter[str]] = defaultdict(Counter)
     by_state = select(Task.sweep_id, Task.state, func.count()).where(*only)
     for row_id, state, count in session.execute(by_state.group_by(Task.sweep_id, Task.state)):
         tasks[row_id][state] = count
@@ -434,12 +430,13 @@ def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepS
     summaries = []
     for sweep, name in session.execute(query.order_by(Sweep.sweep_id)):
         ok, total = trials.get(sweep.sweep_id, (0, 0))
-        got = {"tasks": dict(tasks[sweep.sweep_id]), "trials_ok": ok, "trials_total": total}
-        summaries.append(take(SweepSummary, sweep, **sweep_params(sweep, name), **got))
+        by_state = {f"tasks_{state}": tasks[sweep.sweep_id][state] for state in TaskState}
+        got = {"tasks_total": sum(by_state.values()), "trials_ok": ok, "trials_total": total}
+        summaries.append(take(SweepSummary, sweep, **sweep_params(sweep, name), **by_state, **got))
     return summaries
 
 
-def sweep_progress(session: Session, *, sweep_id: int) -> SweepProgress:
+def sweep_progress(session: Session, *, sweep_id: int) -> SweepSummary:
     """Count the tasks and trials of a sweep.
 
     Raises:
@@ -448,9 +445,7 @@ def sweep_progress(session: Session, *, sweep_id: int) -> SweepProgress:
     found = list_sweeps(session, sweep_id=sweep_id)
     if not found:
         raise LookupError(f"no sweep with sweep_id {sweep_id}")
-    tasks = {f"tasks_{state}": count for state, count in found[0].tasks.items()}
-    trials = {"trials_total": found[0].trials_total, "trials_ok": found[0].trials_ok}
-    return SweepProgress(tasks_total=sum(tasks.values()), **tasks, **trials)
+    return found[0]
 
 
 def sweep_tasks(session: Session, *, sweep_id: int) -> list[Row[Any]]:

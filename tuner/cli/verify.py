@@ -205,13 +205,9 @@ class _Verify:
         """(sweep, tasks pending or running) of this device, model and TP, oldest first."""
         key = (self.device_name, self.model_shapes.model, self.model_shapes.tp)
         with repo.session_scope(self.store) as session:
-            found = [
-                (repo.get_sweep(session, sweep_id=row.sweep_id), row.tasks)
-                for row in repo.list_sweeps(session)
-                if (row.device_name, row.model, row.tp) == key
-            ]
-        left = [(info, t.get("pending", 0) + t.get("running", 0)) for info, t in found if info]
-        return sorted(left, key=lambda pair: pair[0].sweep_id)
+            found = repo.list_sweeps(session)  # by sweep_id
+        mine = [row for row in found if (row.device_name, row.model, row.tp) == key]
+        return [(row, row.tasks_pending + row.tasks_running) for row in mine]
 
     def finish_unfinished(self) -> None:
         """Run the unfinished tasks of this device's sweeps of the model and TP over the same
