@@ -265,11 +265,11 @@ def _ms(values: Iterable[int]) -> str:
 
 def _charts(shape: ShapeReport) -> list[Markup]:
     """The winner's and the default's latency over M (the table has the speedup)."""
-    rows = [r for r in shape.rows if r.latency_us is not None]
-    if not rows:
+    winners = tuple((r.M, r.latency_us) for r in shape.rows if r.latency_us is not None)
+    if not winners:
         return []
-    winner = Series("winner", "#1f6feb", tuple((r.M, r.latency_us) for r in rows))
-    defaults = tuple((r.M, r.default_latency_us) for r in rows if r.default_latency_us)
+    winner = Series("winner", "#1f6feb", winners)
+    defaults = tuple((r.M, r.default_latency_us) for r in shape.rows if r.default_latency_us)
     chart = line_chart(
         [winner, Series("default config", "#cf222e", defaults, dashed=True)],
         title=f"latency_us over M (log scales), {shape.label}",

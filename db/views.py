@@ -419,8 +419,8 @@ def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepS
     """Every sweep (or only `sweep_id`) with task counts by state and trial counts, by id."""
     only = [] if sweep_id is None else [Task.sweep_id == sweep_id]
     tasks: dict[int, Counter[str]] = defaultdict(Counter)
-    by_state = select(Task.sweep_id, Task.state, func.count()).where(*only)
-    for row_id, state, count in session.execute(by_state.group_by(Task.sweep_id, Task.state)):
+    states = select(Task.sweep_id, Task.state, func.count()).where(*only)
+    for row_id, state, count in session.execute(states.group_by(Task.sweep_id, Task.state)):
         tasks[row_id][state] = count
     counts = select(Task.sweep_id, func.count().filter(Trial.status == OK), func.count())
     counts = counts.join_from(Trial, Task, Trial.task_id == Task.task_id).where(*only)
