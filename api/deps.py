@@ -121,16 +121,11 @@ DeviceName = Annotated[
 
 
 def known_device(session: SessionDep, device_name: DeviceName) -> str:
-    """The store's name (swept or imported) for the device a path names, as `tuner --device`
-    resolves it (tuner.inputs.devices.device_among); a 404 naming the known devices otherwise."""
-    return device_in(device_name, repo.known_device_names(session))
-
-
-def device_in(device_name: str, known: list[str]) -> str:
-    """The one name among `known` that `device_name` names (`device_among`); a 404 naming them
+    """The store's name (swept, imported or released) for the device a path names, as `tuner
+    --device` resolves it (tuner.inputs.devices.device_among); a 404 naming the known devices
     otherwise."""
     try:
-        return device_among(device_name, known)
+        return device_among(device_name, repo.known_device_names(session))
     except ValueError as exc:
         raise HTTPException(404, str(exc)) from None
 

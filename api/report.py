@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from markupsafe import Markup
-from sqlalchemy.orm import Session
 
 from api.templates import PAGES
 from db import repo
@@ -188,25 +187,19 @@ class ShapeReport:
         return get_family(self.key.family).shape_anchor(self.key.shape)
 
 
-def _winner_row(session: Session, w: repo.WinnerRow) -> ReportRow:
-    """A winner; a decided one with its spread and why it was kept (a query per decision)."""
-    decision = repo.task_decision(session, task_id=w.task_id) if w.decided else None
-    return ReportRow(
-        *(w.M, w.config, w.latency_us, w.default_latency_us, w.is_default),
-        decided=w.decided,
-        spread_us=w.spread_us if w.decided else None,
-        kept=decision.kept if decision else None,
-        kept_note=decision.note if decision else None,
-    )
-
-
-def report_shapes(session: Session, view: DeviceView) -> list[ShapeReport]:
+def report_shapes(view: DeviceView) -> list[ShapeReport]:
     """One section per shape with a winner, an M grid or imported entries, in shape order: its
     rows by M (measured winners, else imported entries, else those the launch check left out)."""
     coverage = {FamilyShape.of_row(c): c for c in view.coverage}
     rows: dict[FamilyShape, dict[int, ReportRow]] = {}
     for w in view.winners:
-        rows.setdefault(FamilyShape.of_row(w), {})[w.M] = _winner_row(session, w)
+        rows.setdefault(FamilyShape.of_row(w), {})[w.M] = ReportRow(
+            *(w.M, w.config, w.latency_us, w.default_latency_us, w.is_default),
+            decided=w.decided,
+            spread_us=w.spread_us,
+            kept=w.kept,
+            kept_note=w.note,
+        )
     imported = import_targets(set(rows) | set(coverage), view.imported, view.device_name)
     for key, extra in imported.items():
         mine = rows.setdefault(key, {})

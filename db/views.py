@@ -62,8 +62,8 @@ class WinnerRow:
     Decided (`decided`): the decided config with the decision's re-timed `latency_us`,
     `default_latency_us` and `spread_us`. Otherwise the fastest ok trial, `default_latency_us`
     from the task's fastest default-config trial (None without one), `spread_us` None.
-    `environment_id` is that of the winning trial or decision. Latencies in microseconds;
-    `block_shape` None: per-tensor.
+    `environment_id` is that of the winning trial or decision, `kept` and `note` the decision's
+    (why it kept the config). Latencies in microseconds; `block_shape` None: per-tensor.
     """
 
     device_name: str
@@ -83,6 +83,8 @@ class WinnerRow:
     shape_params: str = ""
     sweep_id: int | None = None
     other_sweeps: tuple[int, ...] = ()
+    kept: str | None = None
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,7 @@ def _decision_winners(session: Session, scope: dict[str, Any]) -> dict[tuple, Wi
     columns = [Decision.task_id, Decision.environment_id, Task.sweep_id, *KEY]
     columns += [getattr(Decision, name) for name in CONFIG_KEYS]
     columns += [Decision.latency_us, Decision.default_latency_us, Decision.spread_us]
+    columns += [Decision.kept, Decision.note]
     kept = [getattr(Retime, name) == getattr(Decision, name) for name in CONFIG_KEYS]
     query = _measured(Decision, [*columns, Retime.is_default], scope).outerjoin(
         Retime, and_(Retime.task_id == Decision.task_id, *kept)
