@@ -109,31 +109,6 @@ def line_chart(
     )
 
 
-def ab_chart(info: repo.AbInfo) -> Markup:
-    """An A/B's chart (templates/ab.svg): per workload and metric, the candidate/baseline ratio
-    (a point) and its 95% interval (a bar) on a log axis, 1.0 dashed; each point's tooltip and
-    `data-x`, `data-low`, `data-high` give its values."""
-    found = [
-        (f"{w} {e['metric']}", e) for w, es in (info.result or {})["estimates"].items() for e in es
-    ]
-    values = [v for _, e in found for v in (e["low"], e["high"])] + [1.0]
-    lo, hi = math.log(min(values)) - 0.1, math.log(max(values)) + 0.1
-    left, plot = 200, WIDTH - 200 - RIGHT
-
-    def px(v: float) -> float:
-        return round(left + (math.log(v) - lo) / (hi - lo) * plot, 1)
-
-    rows = [
-        (label, 40 + 24 * i, px(e["low"]), px(e["high"]), px(e["ratio"]), e)
-        for i, (label, e) in enumerate(found)
-    ]
-    title = f"A/B {info.ab_test_id}: candidate / baseline"
-    page = PAGES.get_template("ab.svg").render(
-        width=WIDTH, height=60 + 24 * len(found), left=left, one=px(1.0), rows=rows, title=title
-    )
-    return Markup(page)  # rendered by the autoescaping template
-
-
 @dataclass(frozen=True)
 class ReportRow:
     """One M of a shape: the winner's and the default config's median latency (ok trials).
@@ -382,5 +357,5 @@ def render_report(
         comparisons=_comparison_tables(comparison) if comparison else [],
         env_columns=ENV_COLUMNS.split(),
         environments=environments,
-        abs=[(info, ab_chart(info)) for info in abs_ if info.result],
+        abs=[info for info in abs_ if info.result],
     )
