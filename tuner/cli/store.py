@@ -107,7 +107,7 @@ def open_failed(exc: BaseException, url: str) -> typer.Exit:
 def _read_only_or_refused(url: str, read_only: bool) -> str:
     """The URL to open: the read-only URL of a SQLite store this process cannot write (one
     note line), the URL itself otherwise; one error line where the command must write."""
-    path = sqlite_path(url, uri=False)
+    path = sqlite_path(url)
     ro_url = None if path is None or not path.exists() else read_only_url(path)
     if path is None or ro_url is None:
         return url
@@ -137,7 +137,7 @@ def open_db(
         typer.Exit: one line, exit 2, when the store cannot be opened.
     """
     url = store_url(db)
-    path = sqlite_path(url, uri=False)
+    path = sqlite_path(url)
     if must_exist and sqlite_missing(url):
         raise fail(no_store_line(url))
     if path is not None and not path.parent.exists():
