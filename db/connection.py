@@ -383,14 +383,12 @@ def retry_store(
     *,
     url: str,
     deadline_s: float | None = None,
-    on_retry: Callable[[BaseException], None] | None = None,
 ) -> T:
     """Run one store step (a whole transaction), again after each transient error (pauses
     doubling from 0.1 s to 2 s), until it succeeds or the errors have lasted `deadline_s` (None:
     `store_timeout_s()`). The pool drops a connection whose error invalidated it (and
     `pool_pre_ping` a stale one), so a retry starts on a fresh one. `step` must be safe to run
-    again (a failed transaction is rolled back; one whose commit was lost must be idempotent);
-    `on_retry` is called with each transient error.
+    again (a failed transaction is rolled back; one whose commit was lost must be idempotent).
 
     Raises:
         StoreUnavailable: transient errors for longer than the deadline (chained to the last).
@@ -405,7 +403,5 @@ def retry_store(
             if not is_transient(exc):
                 raise
             outage.failed(exc)
-            if on_retry is not None:
-                on_retry(exc)
             time.sleep(min(pause, max(0.0, outage.deadline_s - (time.monotonic() - outage.since))))
             pause = min(2.0, pause * 2)

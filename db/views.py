@@ -128,16 +128,14 @@ def _on_device(query: Select, device_name: str, out_dtype: str | None = None) ->
     return query if out_dtype is None else query.where(Sweep.out_dtype == out_dtype)
 
 
-def _measured(
-    table: Any, columns: Sequence[Any], scope: dict[str, Any], environments: Any = ()
-) -> Select:
+def _measured(table: Any, columns: Sequence[Any], scope: dict[str, Any]) -> Select:
     """Ok trials with a latency (table Trial) or decisions (Decision) of tasks of sweeps on one
-    device (`scope`: device_name, out_dtype, environments), of `environments` unless ()."""
+    device (`scope`: device_name, out_dtype, environments: their ids, or None for any)."""
     query = select(*columns).select_from(table).join(Task, table.task_id == Task.task_id)
     query = _on_device(query, scope["device_name"], scope["out_dtype"])
     if table is Trial:
         query = query.where(Trial.status == OK, Trial.latency_us.is_not(None))
-    environments = scope["environments"] if environments == () else environments
+    environments = scope["environments"]
     return query if environments is None else query.where(table.environment_id.in_(environments))
 
 
