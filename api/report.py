@@ -251,20 +251,16 @@ def _charts(shape: ShapeReport) -> list[Markup]:
 def _coverage(shape: ShapeReport, done: set[int]) -> dict:
     """What the notes on a shape's M grid say: its requested M, measured (`done`) and imported
     ones, M without a winner (`gaps`, the `stale`-only ones named), vLLM's required M without
-    one (`lacking`: it uses the nearest key there; M <= 32 is decode and small batches, M >= 2048
-    prefill, as tuner compare splits them) and vLLM's grid M not tuned."""
+    one (`lacking`: it uses the nearest key there) and vLLM's grid M not tuned."""
     imported = {r.M: r.imported_from for r in shape.rows if r.latency_us is None and r.config}
     gaps = [M for M in shape.m_requested if M not in done]
-    lacking = [M for M in REQUIRED_M if M not in done | set(imported)]
-    decode, prefill = [M for M in lacking if M <= 32], [M for M in lacking if M >= 2048]
-    groups = ((decode, "decode, small batches"), (prefill, "prefill"))
     return {
         "requested": _ms(shape.m_requested) or "none",
         "done": len(done),
         "imported": len(imported),
         "labels": ", ".join(repr(label) for label in sorted({str(v) for v in imported.values()})),
         "gaps": _ms(gaps),
-        "lacking": "; ".join(f"{ms} ({name})" for group, name in groups if (ms := _ms(group))),
+        "lacking": _ms(M for M in REQUIRED_M if M not in done | set(imported)),
         "stale": _ms(M for M in gaps if M in shape.m_stale),
         "grid_missing": _ms(M for M in VLLM_M_GRID if M not in done) if done and not gaps else "",
     }

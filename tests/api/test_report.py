@@ -73,6 +73,8 @@ def test_the_report_shows_current_winners_decisions_and_gaps(client: TestClient)
     ]
     assert row(page, "16", "128x256x128 g64 w8 s5")[-3] == "default (winner not faster)"  # a tie
     assert '<span class="gap">Coverage gaps: no winner yet for M = 16, 32.</span>' in page
+    lacking = "No winner for M = 2048, 4096: vLLM will use the nearest key there."
+    assert f'<p class="note"><span class="gap">{lacking}</span></p>' in page
     assert (
         '<span class="gap">M = 16 only have trials of another kernel or Triton '
         "(?allow_stale=true shows them).</span>"

@@ -42,12 +42,12 @@ def store_url(db: str | None, *, driver: bool = True) -> str:
 
     Args:
         db: --db, or None.
-        driver: also check that the URL's driver is installed and blocking (False where the
-            command never connects, e.g. `tuner db backup`).
+        driver: also check that the URL's driver is installed (False where the command never
+            connects, e.g. `tuner db backup`).
 
     Raises:
         typer.Exit: one line, exit 2: not a URL, a SQLite URL naming a host, a database other
-            than SQLite or PostgreSQL, a missing or asyncio driver.
+            than SQLite or PostgreSQL, a missing driver.
     """
     url = db or default_db_url()
     try:
@@ -66,18 +66,12 @@ def store_url(db: str | None, *, driver: bool = True) -> str:
     if not driver:
         return url
     try:  # what `create_engine` would raise as a traceback
-        dialect = parsed.get_dialect()
-        dialect.import_dbapi()
+        parsed.get_dialect().import_dbapi()
     except (NoSuchModuleError, ImportError) as exc:
         missing = getattr(exc, "name", None) or parsed.get_driver_name()
         raise fail(
             f"{_DB} {name} needs the {missing} driver, which is not installed: {PSYCOPG_INSTALL}"
         ) from None
-    if dialect.is_async:
-        raise fail(
-            f"{_DB} {name}: {parsed.get_driver_name()} is an asyncio driver: "
-            "use postgresql://... (psycopg)"
-        )
     return url
 
 
