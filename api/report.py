@@ -223,8 +223,8 @@ def _decision(row: ReportRow) -> str:
     return f"kept {row.kept}: {row.kept_note}" if row.kept_note else f"kept {row.kept}"
 
 
-def _num(value: float | None, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
-    return "-" if value is None else f"{value * scale:,.{digits}f}{unit}"
+def _num(value: float | None, digits: int = 1, unit: str = "") -> str:
+    return "-" if value is None else f"{value:,.{digits}f}{unit}"
 
 
 def _ms(values: Iterable[int]) -> str:
@@ -303,13 +303,10 @@ def _comparison_tables(run: repo.ComparisonInfo) -> list[tuple]:
     tables = []
     for N, K in dict.fromkeys((p.N, p.K) for p in run.points):
         points = [p for p in run.points if (p.N, p.K) == (N, K)]
-        by_m: dict[int, dict[str, repo.PointRow]] = {}
-        for p in points:
-            by_m.setdefault(p.M, {})[p.backend] = p
-        backends = dict.fromkeys(
-            p.backend for p in points if p.status != ComparisonStatus.UNAVAILABLE
-        )
-        tables.append((N, K, list(backends), dict(sorted(by_m.items()))))
+        timed = [p.backend for p in points if p.status != ComparisonStatus.UNAVAILABLE]
+        ms = sorted({p.M for p in points})
+        by_m = {M: {p.backend: p for p in points if p.M == M} for M in ms}
+        tables.append((N, K, list(dict.fromkeys(timed)), by_m))
     return tables
 
 
