@@ -149,11 +149,9 @@ class MergeQuery(BaseModel):
     """The query of a route that merges a device's winners into files on the request."""
 
     partial: bool | None = Field(None, description="Also shapes with M left (TUNER_ALLOW_PARTIAL).")
-    out_dtype: OutDtype | None = Field(None, description="Only trials of this output dtype.")
-    engine: EngineName = Field("vllm", description="Spell names as vLLM or SGLang (same configs).")
-    allow_stale: bool = Field(
-        False, description="Also trials of another kernel or Triton (`current`)."
-    )
+    out_dtype: OutDtypeQuery = None
+    engine: EngineParam = "vllm"
+    allow_stale: AllowStale = False
 
     def files(self, session: Session, device_name: str, settings: Settings) -> StoreFiles:
         """The device's merged files (partial ones too when `partial`, else as the service is
