@@ -78,12 +78,9 @@ def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
     """HTTP errors, request validation (inputs quoted by `excerpt`, at most MAX_ERRORS errors
     and `errors_total` counting them all) and store faults."""
 
-    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+    async def http_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
-        detail = exc.detail
-        if exc.status_code == 404 and detail == "Not Found":  # no route matched the path
-            detail = f"no route for {request.method} {request.url.path}; the routes are at /docs"
-        return JSONResponse({"detail": detail}, exc.status_code, getattr(exc, "headers", None))
+        return JSONResponse({"detail": exc.detail}, exc.status_code, exc.headers)
 
     async def invalid(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

@@ -121,16 +121,11 @@ DeviceName = Annotated[
 
 
 def known_device(session: SessionDep, device_name: DeviceName) -> str:
-    """The store's name (swept or imported) for the device a path names, as `tuner --device`
-    resolves it (tuner.inputs.devices.device_among); a 404 naming the known devices otherwise."""
-    return device_in(device_name, repo.known_device_names(session))
-
-
-def device_in(device_name: str, known: list[str]) -> str:
-    """The one name among `known` that `device_name` names (`device_among`); a 404 naming them
+    """The store's name (swept, imported or released) for the device a path names, as `tuner
+    --device` resolves it (tuner.inputs.devices.device_among); a 404 naming the known devices
     otherwise."""
     try:
-        return device_among(device_name, known)
+        return device_among(device_name, repo.known_device_names(session))
     except ValueError as exc:
         raise HTTPException(404, str(exc)) from None
 
@@ -154,11 +149,9 @@ class MergeQuery(BaseModel):
     """The query of a route that merges a device's winners into files on the request."""
 
     partial: bool | None = Field(None, description="Also shapes with M left (TUNER_ALLOW_PARTIAL).")
-    out_dtype: OutDtype | None = Field(None, description="Only trials of this output dtype.")
-    engine: EngineName = Field("vllm", description="Spell names as vLLM or SGLang (same configs).")
-    allow_stale: bool = Field(
-        False, description="Also trials of another kernel or Triton (`current`)."
-    )
+    out_dtype: OutDtypeQuery = None
+    engine: EngineParam = "vllm"
+    allow_stale: AllowStale = False
 
     def files(self, session: Session, device_name: str, settings: Settings) -> StoreFiles:
         """The device's merged files (partial ones too when `partial`, else as the service is

@@ -2,8 +2,8 @@
 latency over M, speedup, achieved bandwidth and throughput, coverage gaps; the imported files,
 which kernel vLLM runs, and the versions tuned with.
 
-Charts are drawn server-side (templates/chart.svg): a log2 x axis (M), a log10 or linear y
-axis, no script; each point is a `<circle class="pt">` with `data-series`, `data-x`, `data-y` and
+Charts are drawn server-side (templates/chart.svg): a log2 x axis (M), a log10 y axis, no
+script; each point is a `<circle class="pt">` with `data-series`, `data-x`, `data-y` and
 a `<title>` tooltip, so a reader (or a test) finds each value in the page. A small writer rather
 than a plotting library: pygal cannot put a log x axis under a linear y axis and writes a script
 into every chart, and matplotlib would outweigh the whole service."""
@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from markupsafe import Markup
-from sqlalchemy.orm import Session
 
 from api.templates import PAGES
 from db import repo
@@ -29,7 +28,6 @@ from tuner.kernels.registry import get_family
 from tuner.kernels.shape import FamilyShape, block_shape_text
 from tuner.measure.roofline import OUT_BYTES, shape_roofline
 
-SPEEDUP_REFERENCE = "1.0 = as fast as the default (reference, not data)"
 X_TICKS = [1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0]
 SHAPE_HEADS = (
     "M|l:winner config|latency_us|default_us|speedup|GB/s|TFLOP/s|l:in the file|spread_us|"
@@ -57,44 +55,29 @@ def fmt(value: float) -> str:
     return f"{value:.1f}" if value >= 10 else f"{value:.3g}"
 
 
-def y_ticks(ys: list[float], log: bool) -> list[float]:
-    """Ticks of a y axis whose ends are its first and last tick, around `ys`: on a log axis 1-2-5
-    values (decades over more than three), from the last at or below min(ys) / 1.25 to the first
-    at or above max(ys) * 1.25; on a linear axis about five steps of 1, 2, 2.5 or 5 times a power
-    of ten from 0 to the first at or above 1.1 * max(ys)."""
+def y_ticks(ys: list[float]) -> list[float]:
+    """Ticks of a log y axis whose ends are its first and last tick, around `ys`: 1-2-5 values
+    (decades over more than three), from the last at or below min(ys) / 1.25 to the first at or
+    above max(ys) * 1.25."""
     ys = ys or [1.0]
-    if log:
-        low, high = min(ys) / 1.25, max(ys) * 1.25
-        first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
-        steps = (1,) if last - first > 3 else (1, 2, 5)
-        values = sorted(m * 10.0**e for e in range(first, last + 1) for m in steps)
-        start, end = max(v for v in values if v <= low), min(v for v in values if v >= high)
-        return [v for v in values if start <= v <= end]
-    top = 1.1 * max([*ys, 1e-9])
-    power = 10.0 ** math.floor(math.log10(top / 5))
-    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= top / 5)
-    return [round(i * step, 10) for i in range(math.ceil(top / step) + 1)]
+    low, high = min(ys) / 1.25, max(ys) * 1.25
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    steps = (1,) if last - first > 3 else (1, 2, 5)
+    values = sorted(m * 10.0**e for e in range(first, last + 1) for m in steps)
+    start, end = max(v for v in values if v <= low), min(v for v in values if v >= high)
+    return [v for v in values if start <= v <= end]
 
 
 def line_chart(
-    series: list[Series],
-    *,
-    title: str,
-    y_label: str,
-    y_log: bool,
-    x_ticks: list[float],
-    reference: tuple[float, str] | None = None,
-    css_class: str = "chart",
+    series: list[Series], *, title: str, y_label: str, x_ticks: list[float], css_class: str
 ) -> str:
-    """An SVG chart (templates/chart.svg) of `series` over M, its log2 x axis spanning `x_ticks`
-    and the data; `reference`: a labelled dotted line at that y (e.g. speedup 1.0), so it does
-    not read as data. Points with y <= 0 on a log axis are dropped."""
-    points = [(s, x, y) for s in series for x, y in s.points if x > 0 and (y > 0 or not y_log)]
+    """An SVG chart (templates/chart.svg) of `series` over M on log scales, its x axis (log2)
+    spanning `x_ticks` and the data. Points with x or y <= 0 are dropped."""
+    points = [(s, x, y) for s in series for x, y in s.points if x > 0 and y > 0]
     xs = [x for _, x, _ in points] + x_ticks
-    ticks = y_ticks([y for _, _, y in points] + ([reference[0]] if reference else []), y_log)
+    ticks = y_ticks([y for _, _, y in points])
     x_lo, x_hi = min(xs), max(max(xs), 2 * min(xs))
     left = max(64, 30 + 7 * max(len(fmt(t)) for t in ticks))
-    scale = math.log10 if y_log else float
 
     def px(x: float) -> float:
         return round(
@@ -102,11 +85,10 @@ def line_chart(
         )
 
     def py(y: float) -> float:
-        share = (scale(y) - scale(ticks[0])) / (scale(ticks[-1]) - scale(ticks[0]))
+        share = math.log(y / ticks[0]) / math.log(ticks[-1] / ticks[0])
         return round(HEIGHT - BOTTOM - share * (HEIGHT - TOP - BOTTOM), 1)
 
     legend_x = [left + sum(40 + 7 * len(s.name) for s in series[:i]) for i in range(len(series))]
-    shown = reference is not None and ticks[0] <= reference[0] <= ticks[-1]
     return PAGES.get_template("chart.svg").render(
         css_class=css_class,
         title=title,
@@ -119,38 +101,12 @@ def line_chart(
         bottom=HEIGHT - BOTTOM,
         y_ticks=[(py(t), fmt(t)) for t in ticks],
         x_ticks=[(px(t), fmt(t)) for t in x_ticks],
-        reference=(py(reference[0]), reference[1]) if reference and shown else None,
         lines=[
             (s, [(px(x), py(y), x, y) for t, x, y in points if t is s], legend_x[i])
             for i, s in enumerate(series)
         ],
         fmt=fmt,
     )
-
-
-def ab_chart(info: repo.AbInfo) -> Markup:
-    """An A/B's chart (templates/ab.svg): per workload and metric, the candidate/baseline ratio
-    (a point) and its 95% interval (a bar) on a log axis, 1.0 dashed; each point's tooltip and
-    `data-x`, `data-low`, `data-high` give its values."""
-    found = [
-        (f"{w} {e['metric']}", e) for w, es in (info.result or {})["estimates"].items() for e in es
-    ]
-    values = [v for _, e in found for v in (e["low"], e["high"])] + [1.0]
-    lo, hi = math.log(min(values)) - 0.1, math.log(max(values)) + 0.1
-    left, plot = 200, WIDTH - 200 - RIGHT
-
-    def px(v: float) -> float:
-        return round(left + (math.log(v) - lo) / (hi - lo) * plot, 1)
-
-    rows = [
-        (label, 40 + 24 * i, px(e["low"]), px(e["high"]), px(e["ratio"]), e)
-        for i, (label, e) in enumerate(found)
-    ]
-    title = f"A/B {info.ab_test_id}: candidate / baseline"
-    page = PAGES.get_template("ab.svg").render(
-        width=WIDTH, height=60 + 24 * len(found), left=left, one=px(1.0), rows=rows, title=title
-    )
-    return Markup(page)  # rendered by the autoescaping template
 
 
 @dataclass(frozen=True)
@@ -206,25 +162,19 @@ class ShapeReport:
         return get_family(self.key.family).shape_anchor(self.key.shape)
 
 
-def _winner_row(session: Session, w: repo.WinnerRow) -> ReportRow:
-    """A winner; a decided one with its spread and why it was kept (a query per decision)."""
-    decision = repo.task_decision(session, task_id=w.task_id) if w.decided else None
-    return ReportRow(
-        *(w.M, w.config, w.latency_us, w.default_latency_us, w.is_default),
-        decided=w.decided,
-        spread_us=w.spread_us if w.decided else None,
-        kept=decision.kept if decision else None,
-        kept_note=decision.note if decision else None,
-    )
-
-
-def report_shapes(session: Session, view: DeviceView) -> list[ShapeReport]:
+def report_shapes(view: DeviceView) -> list[ShapeReport]:
     """One section per shape with a winner, an M grid or imported entries, in shape order: its
     rows by M (measured winners, else imported entries, else those the launch check left out)."""
     coverage = {FamilyShape.of_row(c): c for c in view.coverage}
     rows: dict[FamilyShape, dict[int, ReportRow]] = {}
     for w in view.winners:
-        rows.setdefault(FamilyShape.of_row(w), {})[w.M] = _winner_row(session, w)
+        rows.setdefault(FamilyShape.of_row(w), {})[w.M] = ReportRow(
+            *(w.M, w.config, w.latency_us, w.default_latency_us, w.is_default),
+            decided=w.decided,
+            spread_us=w.spread_us,
+            kept=w.kept,
+            kept_note=w.note,
+        )
     imported = import_targets(set(rows) | set(coverage), view.imported, view.device_name)
     for key, extra in imported.items():
         mine = rows.setdefault(key, {})
@@ -273,8 +223,8 @@ def _decision(row: ReportRow) -> str:
     return f"kept {row.kept}: {row.kept_note}" if row.kept_note else f"kept {row.kept}"
 
 
-def _num(value: float | None, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
-    return "-" if value is None else f"{value * scale:,.{digits}f}{unit}"
+def _num(value: float | None, digits: int = 1, unit: str = "") -> str:
+    return "-" if value is None else f"{value:,.{digits}f}{unit}"
 
 
 def _ms(values: Iterable[int]) -> str:
@@ -282,55 +232,35 @@ def _ms(values: Iterable[int]) -> str:
 
 
 def _charts(shape: ShapeReport) -> list[Markup]:
-    """The latency and speedup charts over M."""
-    rows = [r for r in shape.rows if r.latency_us is not None]
-
-    def series(name: str, color: str, pairs: Iterable, dashed: bool = False) -> Series:
-        return Series(name, color, tuple((M, y) for M, y in pairs if y is not None), dashed)
-
-    latency = [
-        series("winner", "#1f6feb", ((r.M, r.latency_us) for r in rows)),
-        series("default config", "#cf222e", ((r.M, r.default_latency_us) for r in rows), True),
-    ]
-    speedup = [series("speedup over default", "#1a7f37", ((r.M, r.speedup) for r in rows))]
-    charts = [
-        ("latency", "latency_us over M (log scales)", "latency_us", latency, None),
-        ("speedup", "speedup over vLLM's default config", "default / winner", speedup, 1.0),
-    ]
-    return [
-        Markup(
-            line_chart(
-                lines,
-                title=f"{title}, {shape.label}",
-                y_label=y_label,
-                y_log=kind == "latency",
-                x_ticks=X_TICKS,
-                reference=None if ref is None else (ref, SPEEDUP_REFERENCE),
-                css_class=f"chart {kind} shape-{shape.anchor}",
-            )
-        )
-        for kind, title, y_label, lines, ref in charts
-        if rows and any(line.points for line in lines)
-    ]
+    """The winner's and the default's latency over M (the table has the speedup)."""
+    winners = tuple((r.M, r.latency_us) for r in shape.rows if r.latency_us is not None)
+    if not winners:
+        return []
+    winner = Series("winner", "#1f6feb", winners)
+    defaults = tuple((r.M, r.default_latency_us) for r in shape.rows if r.default_latency_us)
+    chart = line_chart(
+        [winner, Series("default config", "#cf222e", defaults, dashed=True)],
+        title=f"latency_us over M (log scales), {shape.label}",
+        y_label="latency_us",
+        x_ticks=X_TICKS,
+        css_class=f"chart latency shape-{shape.anchor}",
+    )
+    return [Markup(chart)]
 
 
 def _coverage(shape: ShapeReport, done: set[int]) -> dict:
     """What the notes on a shape's M grid say: its requested M, measured (`done`) and imported
     ones, M without a winner (`gaps`, the `stale`-only ones named), vLLM's required M without
-    one (`lacking`: it uses the nearest key there; M <= 32 is decode and small batches, M >= 2048
-    prefill, as tuner compare splits them) and vLLM's grid M not tuned."""
+    one (`lacking`: it uses the nearest key there) and vLLM's grid M not tuned."""
     imported = {r.M: r.imported_from for r in shape.rows if r.latency_us is None and r.config}
     gaps = [M for M in shape.m_requested if M not in done]
-    lacking = [M for M in REQUIRED_M if M not in done | set(imported)]
-    decode, prefill = [M for M in lacking if M <= 32], [M for M in lacking if M >= 2048]
-    groups = ((decode, "decode, small batches"), (prefill, "prefill"))
     return {
         "requested": _ms(shape.m_requested) or "none",
         "done": len(done),
         "imported": len(imported),
         "labels": ", ".join(repr(label) for label in sorted({str(v) for v in imported.values()})),
         "gaps": _ms(gaps),
-        "lacking": "; ".join(f"{ms} ({name})" for group, name in groups if (ms := _ms(group))),
+        "lacking": _ms(M for M in REQUIRED_M if M not in done | set(imported)),
         "stale": _ms(M for M in gaps if M in shape.m_stale),
         "grid_missing": _ms(M for M in VLLM_M_GRID if M not in done) if done and not gaps else "",
     }
@@ -373,13 +303,10 @@ def _comparison_tables(run: repo.ComparisonInfo) -> list[tuple]:
     tables = []
     for N, K in dict.fromkeys((p.N, p.K) for p in run.points):
         points = [p for p in run.points if (p.N, p.K) == (N, K)]
-        by_m: dict[int, dict[str, repo.PointRow]] = {}
-        for p in points:
-            by_m.setdefault(p.M, {})[p.backend] = p
-        backends = dict.fromkeys(
-            p.backend for p in points if p.status != ComparisonStatus.UNAVAILABLE
-        )
-        tables.append((N, K, list(backends), dict(sorted(by_m.items()))))
+        timed = [p.backend for p in points if p.status != ComparisonStatus.UNAVAILABLE]
+        ms = sorted({p.M for p in points})
+        by_m = {M: {p.backend: p for p in points if p.M == M} for M in ms}
+        tables.append((N, K, list(dict.fromkeys(timed)), by_m))
     return tables
 
 
@@ -423,5 +350,5 @@ def render_report(
         comparisons=_comparison_tables(comparison) if comparison else [],
         env_columns=ENV_COLUMNS.split(),
         environments=environments,
-        abs=[(info, ab_chart(info)) for info in abs_ if info.result],
+        abs=[info for info in abs_ if info.result],
     )

@@ -14,18 +14,6 @@ from db.connection import dialect_insert
 from db.models import AbRun, AbTest, Device, Release, take, utcnow
 from db.work import get_or_create_device
 
-__all__ = [
-    "AbInfo",
-    "AbRunRow",
-    "AbVerdict",
-    "ab_runs",
-    "finish_ab",
-    "list_abs",
-    "open_ab",
-    "record_ab_run",
-    "release_ab",
-]
-
 
 @dataclass(frozen=True)
 class AbRunRow:

@@ -54,14 +54,12 @@ def masked(url: str | URL) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def sqlite_path(url: str | URL, *, uri: bool = True) -> Path | None:
-    """The file of a SQLite store URL; None for another backend or an in-memory store, and
-    without `uri` for a `file:` URI (a file named by path only)."""
+def sqlite_path(url: str | URL) -> Path | None:
+    """The file of a SQLite store URL (a `file:` URI's too); None for another backend or an
+    in-memory store."""
     parsed = make_url(url)
     database = parsed.database or ""
     if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
-        return None
-    if database.startswith("file:") and not uri:
         return None
     return Path(database.removeprefix("file:").split("?", 1)[0]).expanduser()
 
@@ -149,7 +147,7 @@ def connect(url: str, *, pool_size: int | None = None, pool_timeout: float | Non
             `sqlalchemy.exc.TimeoutError`; None for SQLAlchemy's 30. Ignored as pool_size.
     """
     parsed = make_url(normalized_url(url))
-    is_sqlite, file = parsed.get_backend_name() == "sqlite", sqlite_path(parsed, uri=False)
+    is_sqlite, file = parsed.get_backend_name() == "sqlite", sqlite_path(parsed)
     options: dict[str, Any] = {"pool_pre_ping": True}
     if file is not None or not is_sqlite:  # pooled
         options |= {} if pool_size is None else {"pool_size": pool_size, "max_overflow": 0}
@@ -385,14 +383,12 @@ def retry_store(
     *,
     url: str,
     deadline_s: float | None = None,
-    on_retry: Callable[[BaseException], None] | None = None,
 ) -> T:
     """Run one store step (a whole transaction), again after each transient error (pauses
     doubling from 0.1 s to 2 s), until it succeeds or the errors have lasted `deadline_s` (None:
     `store_timeout_s()`). The pool drops a connection whose error invalidated it (and
     `pool_pre_ping` a stale one), so a retry starts on a fresh one. `step` must be safe to run
-    again (a failed transaction is rolled back; one whose commit was lost must be idempotent);
-    `on_retry` is called with each transient error.
+    again (a failed transaction is rolled back; one whose commit was lost must be idempotent).
 
     Raises:
         StoreUnavailable: transient errors for longer than the deadline (chained to the last).
@@ -407,7 +403,5 @@ def retry_store(
             if not is_transient(exc):
                 raise
             outage.failed(exc)
-            if on_retry is not None:
-                on_retry(exc)
             time.sleep(min(pause, max(0.0, outage.deadline_s - (time.monotonic() - outage.since))))
             pause = min(2.0, pause * 2)

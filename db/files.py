@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import Select, select
 from sqlalchemy.exc import IntegrityError
@@ -236,13 +236,6 @@ class ReleaseInfo:
     ab: AbVerdict | None = None
 
 
-class ReleasedFile(NamedTuple):
-    """What a download needs: the release number and the file's (or archive's) sha256."""
-
-    number: int
-    sha256: str
-
-
 def content_sha256(files: Sequence[NewFile]) -> str:
     """What makes two releases the same: sha256 of the sorted "name sha256" lines."""
     lines = sorted(f"{f.file_name} {f.sha256}\n" for f in files)
@@ -362,33 +355,6 @@ def _file_row(release_id: int, f: NewFile) -> ReleaseFile:
     row.file_name, row.family, row.shape_params = f.file_name, f.family, f.shape_params
     row.N, row.K, row.detail = f.N, f.K, dict(f.detail)
     return row
-
-
-def find_released_file(
-    session: Session, *, device_name: str, file_name: str, number: int | None = None
-) -> ReleasedFile | None:
-    """One read for a file download: `file_name` of release `number` (latest when None) of a
-    device; None when there is no such release or file."""
-    release = _releases(Release.release_id, Release.number, device_name=device_name, number=number)
-    found = release.limit(1).subquery()
-    row = session.execute(
-        select(found.c.number, ReleaseFile.sha256)
-        .join(ReleaseFile, ReleaseFile.release_id == found.c.release_id)
-        .where(ReleaseFile.file_name == file_name)
-    ).first()
-    return None if row is None else ReleasedFile(row.number, row.sha256)
-
-
-def find_release_archive(
-    session: Session, *, device_name: str, engine: str, number: int | None = None
-) -> ReleasedFile | None:
-    """One read for a zip download: the archive of `engine` of release `number` (latest when
-    None); None when there is no such release or archive."""
-    query = _releases(Release.number, Release.archives, device_name=device_name, number=number)
-    row = session.execute(query).first()
-    if row is None or engine not in row.archives:
-        return None
-    return ReleasedFile(row.number, row.archives[engine])
 
 
 def blob(session: Session, *, sha256: str) -> bytes | None:

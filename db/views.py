@@ -16,7 +16,7 @@ leaves that part out. Each function is a fixed number of queries, none per task.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -62,8 +62,8 @@ class WinnerRow:
     Decided (`decided`): the decided config with the decision's re-timed `latency_us`,
     `default_latency_us` and `spread_us`. Otherwise the fastest ok trial, `default_latency_us`
     from the task's fastest default-config trial (None without one), `spread_us` None.
-    `environment_id` is that of the winning trial or decision. Latencies in microseconds;
-    `block_shape` None: per-tensor.
+    `environment_id` is that of the winning trial or decision, `kept` and `note` the decision's
+    (why it kept the config). Latencies in microseconds; `block_shape` None: per-tensor.
     """
 
     device_name: str
@@ -83,6 +83,8 @@ class WinnerRow:
     shape_params: str = ""
     sweep_id: int | None = None
     other_sweeps: tuple[int, ...] = ()
+    kept: str | None = None
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,16 +128,14 @@ def _on_device(query: Select, device_name: str, out_dtype: str | None = None) ->
     return query if out_dtype is None else query.where(Sweep.out_dtype == out_dtype)
 
 
-def _measured(
-    table: Any, columns: Sequence[Any], scope: dict[str, Any], environments: Any = ()
-) -> Select:
+def _measured(table: Any, columns: Sequence[Any], scope: dict[str, Any]) -> Select:
     """Ok trials with a latency (table Trial) or decisions (Decision) of tasks of sweeps on one
-    device (`scope`: device_name, out_dtype, environments), of `environments` unless ()."""
+    device (`scope`: device_name, out_dtype, environments: their ids, or None for any)."""
     query = select(*columns).select_from(table).join(Task, table.task_id == Task.task_id)
     query = _on_device(query, scope["device_name"], scope["out_dtype"])
     if table is Trial:
         query = query.where(Trial.status == OK, Trial.latency_us.is_not(None))
-    environments = scope["environments"] if environments == () else environments
+    environments = scope["environments"]
     return query if environments is None else query.where(table.environment_id.in_(environments))
 
 
@@ -185,6 +185,7 @@ def _decision_winners(session: Session, scope: dict[str, Any]) -> dict[tuple, Wi
     columns = [Decision.task_id, Decision.environment_id, Task.sweep_id, *KEY]
     columns += [getattr(Decision, name) for name in CONFIG_KEYS]
     columns += [Decision.latency_us, Decision.default_latency_us, Decision.spread_us]
+    columns += [Decision.kept, Decision.note]
     kept = [getattr(Retime, name) == getattr(Decision, name) for name in CONFIG_KEYS]
     query = _measured(Decision, [*columns, Retime.is_default], scope).outerjoin(
         Retime, and_(Retime.task_id == Decision.task_id, *kept)
@@ -411,20 +412,16 @@ class SweepProgress:
 
 
 @dataclass(frozen=True)
-class SweepSummary(SweepInfo):
+class SweepSummary(SweepProgress, SweepInfo):
     """One sweep with its task counts by state and trial counts."""
-
-    tasks: dict[str, int]
-    trials_ok: int
-    trials_total: int
 
 
 def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepSummary]:
     """Every sweep (or only `sweep_id`) with task counts by state and trial counts, by id."""
     only = [] if sweep_id is None else [Task.sweep_id == sweep_id]
-    tasks: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(map(str, TaskState), 0))
-    by_state = select(Task.sweep_id, Task.state, func.count()).where(*only)
-    for row_id, state, count in session.execute(by_state.group_by(Task.sweep_id, Task.state)):
+    tasks: dict[int, Counter[str]] = defaultdict(Counter)
+    states = select(Task.sweep_id, Task.state, func.count()).where(*only)
+    for row_id, state, count in session.execute(states.group_by(Task.sweep_id, Task.state)):
         tasks[row_id][state] = count
     counts = select(Task.sweep_id, func.count().filter(Trial.status == OK), func.count())
     counts = counts.join_from(Trial, Task, Trial.task_id == Task.task_id).where(*only)
@@ -434,12 +431,13 @@ def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepS
     summaries = []
     for sweep, name in session.execute(query.order_by(Sweep.sweep_id)):
         ok, total = trials.get(sweep.sweep_id, (0, 0))
-        got = {"tasks": dict(tasks[sweep.sweep_id]), "trials_ok": ok, "trials_total": total}
-        summaries.append(take(SweepSummary, sweep, **sweep_params(sweep, name), **got))
+        by_state = {f"tasks_{state}": tasks[sweep.sweep_id][state] for state in TaskState}
+        got = {"tasks_total": sum(by_state.values()), "trials_ok": ok, "trials_total": total}
+        summaries.append(take(SweepSummary, sweep, **sweep_params(sweep, name), **by_state, **got))
     return summaries
 
 
-def sweep_progress(session: Session, *, sweep_id: int) -> SweepProgress:
+def sweep_progress(session: Session, *, sweep_id: int) -> SweepSummary:
     """Count the tasks and trials of a sweep.
 
     Raises:
@@ -448,9 +446,7 @@ def sweep_progress(session: Session, *, sweep_id: int) -> SweepProgress:
     found = list_sweeps(session, sweep_id=sweep_id)
     if not found:
         raise LookupError(f"no sweep with sweep_id {sweep_id}")
-    tasks = {f"tasks_{state}": count for state, count in found[0].tasks.items()}
-    trials = {"trials_total": found[0].trials_total, "trials_ok": found[0].trials_ok}
-    return SweepProgress(tasks_total=sum(tasks.values()), **tasks, **trials)
+    return found[0]
 
 
 def sweep_tasks(session: Session, *, sweep_id: int) -> list[Row[Any]]:
@@ -599,9 +595,9 @@ def list_device_names(session: Session) -> list[str]:
 
 
 def known_device_names(session: Session) -> list[str]:
-    """The device_name keys the store knows a device by: those with a sweep or an import (what
-    a `--device` argument or a URL's device is matched against), sorted."""
-    return _device_names(session, Sweep, ImportedFile)
+    """The device_name keys the store knows a device by: those with a sweep, an import or a
+    release (what a `--device` argument or a URL's device is matched against), sorted."""
+    return _device_names(session, Sweep, ImportedFile, Release)
 
 
 def list_release_device_names(session: Session) -> list[str]:

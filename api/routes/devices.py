@@ -100,16 +100,10 @@ def merged(
 PreviewDep = Annotated[Merged, Depends(merged)]
 
 
-def imported_only_note(device_name: str, imports: list[repo.ImportInfo], report: bool) -> str:
+def imported_only_note(imports: list[repo.ImportInfo]) -> str:
     """The line for a device with imported files and no sweeps: nothing was measured here."""
-    where = (
-        "their entries are below, marked not measured, and the files under Imported files"
-        if report
-        else f"GET /devices/{device_name}/imports lists them, "
-        f"GET /devices/{device_name}/report shows their entries"
-    )
     summary = imported_files_summary(imports)
-    return f"only imported files ({summary}), no sweeps: nothing was measured here; {where}"
+    return f"only imported files ({summary}), no sweeps: nothing was measured here"
 
 
 def _device(
@@ -145,7 +139,7 @@ def _device(
         current=schemas.Provenance(**asdict(current)),
         tuned_with=tuned_with,
         imported=[imported_file(i) for i in imports],
-        note=None if swept or not imports else imported_only_note(name, imports, report=False),
+        note=None if swept or not imports else imported_only_note(imports),
     )
 
 
@@ -395,7 +389,7 @@ def read_report(
     swept = device_name in repo.list_device_names(session)
     return render_report(
         device_name,
-        report_shapes(session, view),
+        report_shapes(view),
         [asdict(e) for e in view.environments],
         version=tuner.__version__,
         out_dtype=out_dtype,
@@ -403,6 +397,6 @@ def read_report(
         compute_capability=view.compute_capability,
         comparison=comparisons[0] if comparisons else None,
         imports=imports,
-        imported_only=None if swept else imported_only_note(device_name, imports, report=True),
+        imported_only=None if swept else imported_only_note(imports),
         abs_=repo.list_abs(session, device_name=device_name),
     )

@@ -1,4 +1,4 @@
-"""Published releases: each request reads its row(s) and serves the stored bytes; no merge runs
+"""Published releases: each request reads its release and serves the stored bytes; no merge runs
 (the merge-on-read views are under `/devices/{d}/preview/`)."""
 
 from __future__ import annotations
@@ -20,12 +20,6 @@ router = APIRouter(prefix="/devices", tags=["releases"])
 BLOBS: dict[str, bytes] = {}  # released bytes by sha256 (at most 1024): they never change
 
 
-def _stored(session: Session, device_name: str) -> str:
-    """The store's name for the device a path names: one with a release, sweeps or imports."""
-    known = set(repo.list_release_device_names(session)) | set(repo.known_device_names(session))
-    return deps.device_in(device_name, sorted(known))
-
-
 def release_of(session: Session, device_name: str, number: int | None) -> repo.ReleaseInfo:
     """The release (the latest when `number` is None); a 404 naming the releases there are."""
     info = repo.get_release(session, device_name=device_name, number=number)
@@ -43,22 +37,20 @@ def release_of(session: Session, device_name: str, number: int | None) -> repo.R
 
 
 def _send(
-    session: Session, found: repo.ReleasedFile, filename: str, pinned: bool, etag: str | None
+    session: Session, sha256: str, number: int, filename: str, pinned: bool, etag: str | None
 ) -> Response:
     def read() -> bytes:
-        body = BLOBS.get(found.sha256) or repo.blob(session, sha256=found.sha256)
+        body = BLOBS.get(sha256) or repo.blob(session, sha256=sha256)
         if body is None:  # a row without its blob: the store is damaged, not the request
-            detail = f"release {found.number} lacks the bytes of {filename}"
+            detail = f"release {number} lacks the bytes of {filename}"
             raise HTTPException(503, detail=detail, headers={"Retry-After": "60"})
         if len(BLOBS) < 1024:
-            BLOBS[found.sha256] = body
+            BLOBS[sha256] = body
         return body
 
     cache = "public, max-age=31536000, immutable" if pinned else "no-cache"
-    headers = {"Cache-Control": cache, "X-Tuner-Release": str(found.number)}
-    return download(
-        read, sha256=found.sha256, filename=filename, if_none_match=etag, headers=headers
-    )
+    headers = {"Cache-Control": cache, "X-Tuner-Release": str(number)}
+    return download(read, sha256=sha256, filename=filename, if_none_match=etag, headers=headers)
 
 
 @router.get(
@@ -67,7 +59,7 @@ def _send(
     responses=file_responses("application/json"),
 )
 def download_file(
-    device_name: deps.DeviceName,
+    device_name: deps.KnownDevice,
     file_name: deps.FileName,
     session: deps.SessionDep,
     release: deps.ReleaseNumber = None,
@@ -76,32 +68,20 @@ def download_file(
 ) -> Response:
     """One file of a release (the latest unless `?release=N`), byte for byte as published.
 
-    With `ETag: "<sha256>"` and `X-Tuner-Release: N`; 304 if the client has it. 404 for an
-    unknown device, release or file (the detail lists what exists); 503 when the store is busy
-    or unreachable.
+    Any spelling of the file's name (vLLM's or SGLang's, another spelling of the device). With
+    `ETag: "<sha256>"` and `X-Tuner-Release: N`; 304 if the client has it. 404 for an unknown
+    device, release or file (the detail lists what exists); 503 when the store is busy or
+    unreachable.
     """
-    found = repo.find_released_file(
-        session, device_name=device_name, file_name=file_name, number=release
-    )
-    if found is None:  # another spelling or a device alias: resolve both
-        device_name = _stored(session, device_name)
-        found = _find(session, device_name, file_name, release)
-    filename = respell_file_name(file_name, engine, device_name)
-    return _send(session, found, filename, release is not None, if_none_match)
-
-
-def _find(
-    session: Session, device_name: str, file_name: str, number: int | None
-) -> repo.ReleasedFile:
-    """A release's file by any spelling of its name; 404 saying why the release lacks it."""
-    info = release_of(session, device_name, number)
+    info = release_of(session, device_name, release)
     names = ", ".join(f.file_name for f in info.files) or "(none)"
     _, shape, wanted = vllm_name(file_name, device_name, names)
-    found = repo.find_released_file(
-        session, device_name=device_name, file_name=wanted, number=info.number
-    )
-    if found is not None:
-        return found
+    filename = respell_file_name(file_name, engine, device_name)
+    for f in info.files:
+        if f.file_name == wanted:
+            return _send(
+                session, f.sha256, info.number, filename, release is not None, if_none_match
+            )
     where = f"no file {wanted!r} in {device_name} release {info.number}"
     key = (shape.N, shape.K, shape.block_shape)
     for skipped in info.summary.get("skipped", []):
@@ -120,7 +100,7 @@ def _find(
     responses=file_responses("application/zip"),
 )
 def download_zip(
-    device_name: deps.DeviceName,
+    device_name: deps.KnownDevice,
     session: deps.SessionDep,
     release: deps.ReleaseNumber = None,
     engine: deps.EngineParam = "vllm",
@@ -131,24 +111,15 @@ def download_zip(
     As published, with `ETag: "<sha256>"`; 304 if the client has it. 404 for an unknown device
     or release; 503 when the store is busy.
     """
-    found = repo.find_release_archive(
-        session, device_name=device_name, engine=engine, number=release
-    )
-    if found is None:  # a device alias, or no such release: every release stores both archives
-        device_name = _stored(session, device_name)
-        number = release_of(session, device_name, release).number
-        found = repo.find_release_archive(
-            session, device_name=device_name, engine=engine, number=number
-        )
-        assert found is not None
+    info = release_of(session, device_name, release)  # every release stores both archives
     suffix = "" if engine == "vllm" else f"-{engine}"
-    return _send(
-        session, found, f"{device_name}-configs{suffix}.zip", release is not None, if_none_match
-    )
+    filename = f"{device_name}-configs{suffix}.zip"
+    sha256 = info.archives[engine]
+    return _send(session, sha256, info.number, filename, release is not None, if_none_match)
 
 
 @router.get("/{device_name}/releases", response_model=list[schemas.Release])
-def list_device_releases(device_name: deps.DeviceName, session: deps.SessionDep) -> list[Any]:
+def list_device_releases(device_name: deps.KnownDevice, session: deps.SessionDep) -> list[Any]:
     """A device's releases, newest first, with their files and summaries.
 
     404 for an unknown device.
@@ -157,13 +128,13 @@ def list_device_releases(device_name: deps.DeviceName, session: deps.SessionDep)
         schemas.Release(
             **{**asdict(info), "files": [{**asdict(f), **f.detail} for f in info.files]}
         )
-        for info in repo.list_releases(session, device_name=_stored(session, device_name))
+        for info in repo.list_releases(session, device_name=device_name)
     ]
 
 
 @router.get("/{device_name}/configs", response_model=schemas.DeviceConfigs)
 def list_configs(
-    device_name: deps.DeviceName,
+    device_name: deps.KnownDevice,
     session: deps.SessionDep,
     release: deps.ReleaseNumber = None,
     engine: deps.EngineParam = "vllm",
@@ -173,16 +144,19 @@ def list_configs(
     Their hashes, M keys, merge notes, and the shapes the release left out. 404 for an unknown
     device or release.
     """
-    info = release_of(session, _stored(session, device_name), release)
-    name = info.device_name
+    info = release_of(session, device_name, release)
     files = [
         schemas.ConfigFile(
-            **{**asdict(f), **f.detail, "file_name": respell_file_name(f.file_name, engine, name)}
+            **{
+                **asdict(f),
+                **f.detail,
+                "file_name": respell_file_name(f.file_name, engine, device_name),
+            }
         )
         for f in info.files
     ]
     return schemas.DeviceConfigs(
-        device_name=info.device_name,
+        device_name=device_name,
         files=files,
         skipped=info.summary.get("skipped", []),
         engine=engine,

@@ -20,12 +20,10 @@ router = APIRouter(prefix="/sweeps", tags=["sweeps"])
 
 
 def _status(session: Session, sweep_id: int) -> Any:
-    info = repo.get_sweep(session, sweep_id=sweep_id)
-    if info is None:
+    found = repo.list_sweeps(session, sweep_id=sweep_id)
+    if not found:
         raise HTTPException(404, detail=f"no sweep with id {sweep_id}")
-    return schemas.SweepStatus(
-        **asdict(info), **asdict(repo.sweep_progress(session, sweep_id=sweep_id))
-    )
+    return schemas.SweepStatus(**asdict(found[0]))
 
 
 @router.post(

@@ -329,7 +329,8 @@ def test_a_release_carries_its_ab_verdict(stage) -> None:
     verdict = {"ab_test_id": 2, "verdict": "faster"}
     assert {r["number"]: r["ab"] for r in listed} == {number[FILE]: verdict, number[other]: None}
     assert f"<h3>A/B 2: release {number[FILE]}: the candidate is faster</h3>" in report
-    (point,) = re.findall(r'data-series="prefill-cached ttft_ms" data-x="([0-9.]+)"', report)
+    cells = r"<td class=l>prefill-cached</td><td class=l>ttft_ms</td><td>([0-9.]+)</td>"
+    (point,) = re.findall(cells, report)
     assert float(point) == pytest.approx(0.8, rel=0.01)
     with session_on(url) as session:
         release = repo.get_release(session, device_name=device, number=number[FILE])

@@ -233,10 +233,7 @@ H100_ROUTES = "configs configs.zip preview/configs releases imports".split()
             "NVIDIA_H200 has no complete file to mount yet; ?partial=true mounts what there is; "
             "2 ok trial(s) of another kernel or Triton left out (?allow_stale=true uses them)",
         ),
-        (
-            "/devices/bad%2Fname/configs",
-            "no route for GET /devices/bad/name/configs; the routes are at /docs",
-        ),
+        ("/devices/bad%2Fname/configs", "Not Found"),
         ("/sweeps/99", "no sweep with id 99"),
     ],
 )

@@ -1,6 +1,6 @@
 """A newcomer's usual mistakes on the command line: one line on stderr with the fix, exit 2,
 no traceback, and nothing created on disk. A mistyped model or device gets the closest known
-name, a plain path or a malformed sqlite URL as --db the URL it meant, --out naming a file,
+name, a plain path or a malformed sqlite URL as --db the URL forms, --out naming a file,
 a JSON that is no model's config or configs file that lacks keys, a bad --m, a busy port or one
 out of range."""
 
@@ -18,6 +18,10 @@ from db.connection import open_store
 from tests.cli.common import invoke, one_line_error
 
 DB = "--db (or TUNER_DB_URL)"
+FORMS = (
+    "use sqlite:///PATH for a SQLite file (sqlite:////abs/path for an absolute one) or "
+    "postgresql://USER@HOST/DB for PostgreSQL"
+)
 OUT_IS_A_FILE = "--out {tmp}/configs is a file, not a folder: name a folder (created if absent)"
 # The command line (after any VARIABLE=value words of its environment, as a shell takes them)
 # and its one line; {tmp} is the test's folder, the working folder, which
@@ -58,27 +62,12 @@ CASES = {
         "{tmp}/package.json: not a model's config.json (no architectures, model_type or "
         "hidden_size): pass the config.json of a Hugging Face checkpoint"
     ),
-    "status --db tuner.db": (
-        f"{DB} 'tuner.db' is not a database URL; for a SQLite file use sqlite:///tuner.db"
-    ),
+    "status --db tuner.db": f"{DB} 'tuner.db' is not a database URL: {FORMS}",
     "TUNER_DB_URL=/some/file.db winners --device L20": (
-        f"{DB} '/some/file.db' is not a database URL; for a SQLite file use sqlite:////some/file.db"
-    ),
-    "status --db 'my db://x'": f"{DB} 'my db://x' is not a database URL",
-    "status --db sqlite:/data/x.db": (
-        f"{DB} 'sqlite:/data/x.db' is not a database URL; for the file data/x.db (relative) use "
-        "sqlite:///data/x.db, for /data/x.db sqlite:////data/x.db"
-    ),
-    "status --db sqlite:data/x.db": (
-        f"{DB} 'sqlite:data/x.db' is not a database URL; for the file data/x.db use "
-        "sqlite:///data/x.db"
+        f"{DB} '/some/file.db' is not a database URL: {FORMS}"
     ),
     "status --db sqlite://data/x.db": (
-        f"{DB} sqlite://data/x.db is not a SQLite URL (it names a host); for the file data/x.db "
-        "(relative) use sqlite:///data/x.db, for /data/x.db sqlite:////data/x.db"
-    ),
-    "HOME=/home/someone status --db ~/x.db": (
-        f"{DB} '~/x.db' is not a database URL; for a SQLite file use sqlite:////home/someone/x.db"
+        f"{DB} sqlite://data/x.db is not a SQLite URL (it names a host): {FORMS}"
     ),
     "db backup copy.db --db sqlite:///tuner.db": (
         "no store at sqlite:///tuner.db: run `tuner sweep` first, or point --db (or "

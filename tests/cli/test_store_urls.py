@@ -98,9 +98,9 @@ def test_a_server_that_does_not_answer_is_one_line(folder, command):
         port = probe.getsockname()[1]
     # postgres:// opens as postgresql+psycopg://, as every spelling does
     assert refused(EVERY[command], f"postgres://tuner@127.0.0.1:{port}/tuner", folder) == [
-        f"error: cannot connect to the store postgresql+psycopg://tuner@127.0.0.1:{port}/"
+        f"error: cannot open the store postgresql+psycopg://tuner@127.0.0.1:{port}/"
         f'tuner (connection to server at "127.0.0.1", port {port} failed: Connection '
-        "refused): start its server, or point --db (or TUNER_DB_URL) at one that runs"
+        "refused): fix or start it, or point --db (or TUNER_DB_URL) at another"
     ]
 
 

@@ -151,9 +151,8 @@ def test_publishers_racing_make_one_release_then_the_next_for_new_files(
     assert one == first.content_sha256 and two != one
     with session_scope(engine) as session:
         assert repo.get_release(session, device_name="NVIDIA_L20", number=1) == first
-        for f in first.files:
-            where = {"device_name": "NVIDIA_L20", "file_name": f.file_name}
-            assert repo.find_released_file(session, **where, number=1) == (1, f.sha256)
-            latest = repo.find_released_file(session, **where)
-            assert latest is not None and latest.number == 2 and latest.sha256 != f.sha256
+        latest = repo.get_release(session, device_name="NVIDIA_L20")
+        assert latest is not None and latest.number == 2
+        for f, new in zip(first.files, latest.files, strict=True):
+            assert new.file_name == f.file_name and new.sha256 != f.sha256
             assert repo.blob(session, sha256=f.sha256) is not None

@@ -47,9 +47,8 @@ def _print_sweeps(sweeps) -> None:
     columns += [Column("failed"), Column("trials ok/total")]
     rows = [
         [str(s.sweep_id), s.device_name, s.model, str(s.tp), s.strategy]
-        + [f"{s.tasks['done']}/{sum(s.tasks.values())}"]
-        + [str(s.tasks[state]) for state in ("running", "pending", "failed")]
-        + [f"{s.trials_ok}/{s.trials_total}"]
+        + [f"{s.tasks_done}/{s.tasks_total}", str(s.tasks_running), str(s.tasks_pending)]
+        + [str(s.tasks_failed), f"{s.trials_ok}/{s.trials_total}"]
         for s in sweeps
     ]
     print_table(console, columns, rows, title="sweeps")

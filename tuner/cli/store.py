@@ -6,11 +6,10 @@ looks up in it: the device --device names, a device's merged files."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import typer
-from sqlalchemy import URL, Engine, inspect, make_url
+from sqlalchemy import Engine, inspect, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
 from db.repo import (
@@ -30,34 +29,11 @@ from tuner.files.device import MergeError, StoreFiles, device_files
 from tuner.inputs.devices import device_among
 
 STORE_URL_FORMS = (
-    "sqlite:///PATH for a SQLite file (sqlite:////abs/path for an absolute one) "
+    "use sqlite:///PATH for a SQLite file (sqlite:////abs/path for an absolute one) "
     "or postgresql://USER@HOST/DB for PostgreSQL"
 )
 PSYCOPG_INSTALL = 'pip install -e ".[postgres]" (or pip install "psycopg[binary]")'
 _DB = "--db (or TUNER_DB_URL)"
-
-
-def sqlite_url_hint(text: str) -> str:
-    """The tail of an error line naming the `sqlite:///` URL that a plain path or a malformed
-    sqlite URL probably meant (e.g. "; for a SQLite file use sqlite:////data/x.db"); "" when
-    it is neither. A relative path gets three slashes, an absolute one four (SQLAlchemy's
-    `sqlite:///` is followed by the path), `~` is expanded; `sqlite:/x` and `sqlite://x` get
-    both readings, the relative file first."""
-
-    def url_of(path: str) -> str:
-        return f"sqlite:///{Path(path).expanduser() if path.startswith('~') else path}"
-
-    if not text.lower().startswith("sqlite:"):
-        return (
-            "" if "://" in text or not text.strip() else f"; for a SQLite file use {url_of(text)}"
-        )
-    rest = text[len("sqlite:") :]
-    path = rest.lstrip("/")
-    if rest.startswith("///") or not path:
-        return ""
-    if not rest.startswith("/"):
-        return f"; for the file {path} use {url_of(path)}"
-    return f"; for the file {path} (relative) use {url_of(path)}, for /{path} {url_of('/' + path)}"
 
 
 def store_url(db: str | None, *, driver: bool = True) -> str:
@@ -70,51 +46,33 @@ def store_url(db: str | None, *, driver: bool = True) -> str:
             connects, e.g. `tuner db backup`).
 
     Raises:
-        typer.Exit: one line, exit 2: not a URL (with the sqlite:/// URL it probably meant), a
-            database other than SQLite or PostgreSQL, an unknown, asyncio or missing driver.
+        typer.Exit: one line, exit 2: not a URL, a SQLite URL naming a host, a database other
+            than SQLite or PostgreSQL, a missing driver.
     """
     url = db or default_db_url()
     try:
         url = normalized_url(url)
         parsed = make_url(url)
     except ArgumentError:
-        raise fail(f"{_DB} {url!r} is not a database URL{sqlite_url_hint(url)}") from None
+        raise fail(f"{_DB} {url!r} is not a database URL: {STORE_URL_FORMS}") from None
     backend, name = parsed.get_backend_name(), masked(url)
     if backend == "sqlite" and (parsed.host or parsed.username or parsed.port):
-        hint = sqlite_url_hint(url) or f": use {STORE_URL_FORMS}"
-        raise fail(f"{_DB} {name} is not a SQLite URL (it names a host){hint}")
+        raise fail(f"{_DB} {name} is not a SQLite URL (it names a host): {STORE_URL_FORMS}")
     if backend not in ("sqlite", "postgresql"):
         raise fail(
             f"{_DB} {name}: the store is SQLite or PostgreSQL, not {parsed.drivername!r}: "
-            f"use {STORE_URL_FORMS}"
+            f"{STORE_URL_FORMS}"
         )
-    if driver:
-        _check_driver(parsed, name)
-    return url
-
-
-def _check_driver(parsed: URL, name: str) -> None:
-    """Refuse in one line, with the fix, a URL whose dialect or DBAPI driver cannot load here
-    (what `create_engine` would raise as a traceback), or whose driver is an asyncio one."""
-    try:
-        dialect = parsed.get_dialect()
-        dialect.import_dbapi()
+    if not driver:
+        return url
+    try:  # what `create_engine` would raise as a traceback
+        parsed.get_dialect().import_dbapi()
     except (NoSuchModuleError, ImportError) as exc:
         missing = getattr(exc, "name", None) or parsed.get_driver_name()
-        fix = (
-            ""
-            if missing == "psycopg"
-            else f"install {missing}, or use postgresql://... with psycopg: "
-        )
         raise fail(
-            f"{_DB} {name} needs the {missing} driver, which is not installed: {fix}"
-            f"{PSYCOPG_INSTALL}"
+            f"{_DB} {name} needs the {missing} driver, which is not installed: {PSYCOPG_INSTALL}"
         ) from None
-    if getattr(dialect, "is_async", False):
-        raise fail(
-            f"{_DB} {name}: {parsed.get_driver_name()} is an asyncio driver; the store needs a "
-            "blocking one: use postgresql://... (psycopg)"
-        )
+    return url
 
 
 def sqlite_missing(url: str) -> bool:
@@ -134,25 +92,18 @@ def open_failed(exc: BaseException, url: str) -> typer.Exit:
     orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
     reason = (str(orig).strip().splitlines() or [""])[0].strip()
     reason = reason.removeprefix("connection failed: ")[:200] or type(orig).__name__
-    if sqlite_path(url) is None and isinstance(exc, DBAPIError):
-        return fail(
-            f"cannot connect to the store {masked(url)} ({reason}): start its server, "
-            f"or point {_DB} at one that runs"
-        )
     return fail(
-        f"cannot open store {masked(url)} ({type(orig).__name__}: {reason}): fix the "
-        f"store or point {_DB} at another"
+        f"cannot open the store {masked(url)} ({reason}): fix or start it, "
+        f"or point {_DB} at another"
     )
 
 
 def _read_only_or_refused(url: str, read_only: bool) -> str:
     """The URL to open: the read-only URL of a SQLite store this process cannot write (one
     note line), the URL itself otherwise; one error line where the command must write."""
-    path = sqlite_path(url, uri=False)
-    if path is None or not path.exists():
-        return url
-    ro_url = read_only_url(path)
-    if ro_url is None:
+    path = sqlite_path(url)
+    ro_url = None if path is None or not path.exists() else read_only_url(path)
+    if path is None or ro_url is None:
         return url
     what = "its folder" if os.access(path, os.W_OK) else "the file"
     if not read_only:
@@ -160,10 +111,8 @@ def _read_only_or_refused(url: str, read_only: bool) -> str:
             f"store {path} is read-only ({what} is not writable) and this command "
             "writes to it: make it writable or copy it (`tuner db backup`)"
         )
-    typer.echo(
-        f"note: store {path} is read-only ({what} is not writable): opened for reading only",
-        err=True,
-    )
+    line = f"note: store {path} is read-only ({what} is not writable): opened for reading only"
+    typer.echo(line, err=True)
     return ro_url
 
 
@@ -182,7 +131,7 @@ def open_db(
         typer.Exit: one line, exit 2, when the store cannot be opened.
     """
     url = store_url(db)
-    path = sqlite_path(url, uri=False)
+    path = sqlite_path(url)
     if must_exist and sqlite_missing(url):
         raise fail(no_store_line(url))
     if path is not None and not path.parent.exists():
