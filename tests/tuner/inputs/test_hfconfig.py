@@ -1,5 +1,7 @@
 """Shapes from a model's config.json: vLLM's sharding rule on Llama-, Qwen2- and Qwen3-style
-configs written here, and refusals instead of guesses."""
+configs written here; block sizes from `weight_block_size` and from compressed-tensors'
+`block_structure`; refusals instead of guesses (BF16, per-tensor and per-channel FP8 among
+them)."""
 
 from __future__ import annotations
 
@@ -98,12 +100,66 @@ REFUSALS = [
         "at TP 2 the down_proj K is 7232 per rank, not a multiple of group_k 128",
     ),
     ({**LLAMA, "hidden_size": "4096"}, 1, "hidden_size = '4096' is not an integer"),
-    ({**LLAMA, "intermediate_size": 10**40}, 1, "intermediate_size=a 41-digit number is outside"),
-    ({**LLAMA, "num_attention_heads": 0}, 1, "num_attention_heads=0 is outside 1..16777216"),
+    ({**LLAMA, "num_attention_heads": 0}, 1, "num_attention_heads = 0 is not an integer in 1.."),
     ({**LLAMA, "quantization_config": {**FP8, "weight_block_size": [1]}}, 1, "two integers in"),
     # TP 4: 768 / 4 = 192 rows per rank, not a multiple of 128.
-    (QWEN3_MOE, 4, "experts have 192 intermediate rows per rank, not a multiple of the block"),
+    (QWEN3_MOE, 4, "at TP 4 the experts' N is 192 per rank, not a multiple of group_n 128"),
     ({**QWEN3_MOE, "num_experts_per_tok": 129}, 1, "tok 129 is more than num_experts 128"),
+]
+
+
+def compressed(strategy: str, block=None, dynamic=True, **groups: dict) -> dict:
+    """A compressed-tensors quantization_config as llm-compressor writes it (its `group_0`), the
+    QuantizationArgs fields vLLM reads."""
+    weights = {"block_structure": block, "num_bits": 8, "strategy": strategy, "type": "float"}
+    group_0 = {"weights": weights, "input_activations": {"dynamic": dynamic, "strategy": "group"}}
+    return {"config_groups": {"group_0": group_0, **groups}, "quant_method": "compressed-tensors"}
+
+
+FP8_BLOCK = compressed("block", [128, 128])  # compressed-tensors' FP8_BLOCK preset
+GROUP_0 = "cfg.json: config_groups.group_0 weights are 'float' of 8 bits, strategy"
+
+
+@pytest.mark.parametrize(
+    ("quant", "block_shape"),
+    [
+        (FP8_BLOCK, (128, 128)),
+        # [group_n, group_k] in that order, as vLLM's GroupShape(*weight_block_size) reads it.
+        (compressed("block", [128, 64]), (128, 64)),
+        ({"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [64, 128]}, (64, 128)),
+    ],
+)
+def test_block_checkpoints_give_their_block(quant: dict, block_shape: tuple) -> None:
+    assert derive_shapes({**LLAMA, "quantization_config": quant}, 2).block_shape == block_shape
+
+
+NO_QUANT = {k: v for k, v in LLAMA.items() if k != "quantization_config"}
+REFUSALS += [
+    (NO_QUANT, 2, "cfg.json: no quantization_config object (an unquantized BF16/FP16"),
+    ({**LLAMA, "quantization_config": {"quant_method": "fp8"}}, 2, "FP8: vLLM runs no block-FP8"),
+    (
+        {**LLAMA, "quantization_config": {**FP8, "activation_scheme": "static"}},
+        2,
+        "weight_block_size without dynamic activations: vLLM refuses it",
+    ),
+    ({**LLAMA, "quantization_config": compressed("tensor")}, 2, f"{GROUP_0} 'tensor', with dyn"),
+    ({**LLAMA, "quantization_config": compressed("channel")}, 2, f"{GROUP_0} 'channel'"),
+    (
+        {**LLAMA, "quantization_config": compressed("block", [128, 128], dynamic=False)},
+        2,
+        "'block', without dynamic input_activations: not FP8 blocks with dynamic activations",
+    ),
+    ({**LLAMA, "quantization_config": {"quant_method": "awq"}}, 2, "'awq' is not block FP8"),
+    (
+        {
+            **LLAMA,
+            "quantization_config": compressed(
+                "block", [64, 64], b=FP8_BLOCK["config_groups"]["group_0"]
+            ),
+        },
+        2,
+        "config_groups have several block_structures [(64, 64), (128, 128)]",
+    ),
 ]
 
 
@@ -134,7 +190,7 @@ def test_moe_configs_give_their_experts_and_their_dense_mlp_layers() -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (b"", "empty file"),
+        (b"", "invalid JSON: Expecting value"),
         (b'{"hidden_size": 4096,', "invalid JSON: Expecting property name enclosed in"),
         (b"[1, 2]", "expected a JSON object, got list"),
         (b"\xff\xfe{}", "not UTF-8 text"),
