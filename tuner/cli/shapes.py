@@ -68,7 +68,7 @@ def shapes_show(
     try:
         entry = load_shapes(model, tp)
     except (UnknownModelError, ValueError) as exc:
-        raise fail(str(exc).strip("'\"")) from None
+        raise fail(str(exc)) from None
     plain(f"{entry.model} TP {entry.tp}, block_shape {block_shape_text(entry.block_shape)}")
     _table(("N", "K"), entry.pairs())
     plain(f"source: {entry.source}")

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from tuner.inputs.devices import did_you_mean
 from tuner.kernels.family import EXPERTS, KernelFamily
 from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, family_of_part, get_family
 from tuner.kernels.shape import Shape, positive
@@ -230,9 +229,7 @@ def _read(model: str) -> _ShapesDoc:
     path = user_shapes_dir() / f"{model}.toml"
     if not MODEL_KEY_RE.fullmatch(model) or not path.is_file():
         known = known_models()
-        raise UnknownModelError(
-            f"unknown model '{model}'{did_you_mean(model, known)}; known: {', '.join(known)}"
-        )
+        raise UnknownModelError(f"unknown model '{model}'; known: {', '.join(known)}")
     try:
         text = path.read_bytes().decode("utf-8")
     except OSError as exc:

@@ -129,8 +129,8 @@ def test_unknown_models_and_tp_sizes_list_the_known_ones() -> None:
     save("zeta", 1)
     with pytest.raises(UnknownModelError) as unknown:
         load_shapes("qwen3.8-27B")
-    assert str(unknown.value).strip("'") == (
-        "unknown model 'qwen3.8-27B' (did you mean 'qwen3.8-27b'?); known: bin, deepseek-v3, "
+    assert str(unknown.value) == (
+        "unknown model 'qwen3.8-27B'; known: bin, deepseek-v3, "
         "qwen3-30b-a3b-fp8, qwen3.8-27b, tiny, tiny-moe, zeta"
     )
     with pytest.raises(UnknownModelError):
