@@ -13,7 +13,7 @@ from rich.table import Table
 from tuner.cli.errors import fail
 from tuner.cli.options import TpOpt
 from tuner.cli.output import console, plain
-from tuner.inputs.hfconfig import derive_shapes, read_config
+from tuner.inputs.hfconfig import DerivedShapes, derive_shapes, read_config
 from tuner.inputs.logs import LogScan, read_log
 from tuner.inputs.shapes import (
     ShapesFileError,
@@ -139,23 +139,17 @@ def _partial(family: str, tp: int | None) -> str | None:
 
 def from_log(
     log: Annotated[Path, typer.Argument(help="A vLLM or SGLang server log (plain or .gz).")],
-    tp: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            max=1024,
-            help="Tensor-parallel size the log was served with [default: read from the log].",
-        ),
-    ] = None,
+    tp: TpOpt = None,
     save: SaveOpt = None,
 ) -> None:
     """Shapes whose block-FP8 config file the engine did not find, from its log.
 
     Reads every "Using default W8A8 Block FP8 kernel config ... Config file not found at <path>"
     warning (vLLM's and SGLang's) and prints the device_name and the distinct (N, K,
-    block_shape); vLLM's "Using default MoE config ..." warnings give the fused-MoE experts'
-    (E, N) of block-FP8 files. A log states no MoE K or top_k: `--save` keeps the dense shapes
-    only (use `from-config` for the experts).
+    block_shape), at the TP size the log states unless --tp is given; vLLM's "Using default
+    MoE config ..." warnings give the fused-MoE experts' (E, N) of block-FP8 files. A log
+    states no MoE K or top_k: `--save` keeps the dense shapes only (use `from-config` for the
+    experts).
     """
     try:
         scan = read_log(log)
@@ -205,22 +199,20 @@ def _save_log(
         plain(f"not saved: {_partial(name, tp)}")
 
 
-def _print_derived(config: Path, derived, tp: int) -> list[tuple[int, int, int, int]]:
+def _print_derived(config: Path, derived: DerivedShapes, tp: int) -> None:
     """Print what `from_config` derived (`tuner.inputs.hfconfig.derive_shapes`): a line on the
-    model, its dense layers' (N, K) and its MoE experts; returns the experts' (E, N, K, top_k)."""
+    model, its dense layers' (N, K) and its MoE experts' (E, N, K, top_k)."""
     model = f" ({derived.model})" if derived.model else ""
     plain(
         f"{config}: {derived.architecture}{model}, TP {tp}, "
         f"block_shape {block_shape_text(derived.block_shape)}"
     )
     if derived.layers:
-        _table(("N", "K", "layer"), [(x.N, x.K, x.layer) for x in derived.layers])
+        _table(("N", "K", "layer"), derived.layers)
     else:
         plain(f"dense layers of {derived.architecture} are not derived; MoE experts only")
-    moe = [(m.E, m.N, m.K, m.top_k) for m in derived.moe]
-    if moe:
-        _table(("E", "N", "K", "top_k"), moe, title="MoE experts (fused-MoE kernel)")
-    return moe
+    if derived.moe:
+        _table(("E", "N", "K", "top_k"), derived.moe, title="MoE experts (fused-MoE kernel)")
 
 
 def from_config(
@@ -242,17 +234,17 @@ def from_config(
         derived = derive_shapes(read_config(config), tp, where=str(config))
     except ValueError as exc:
         raise fail(str(exc)) from None
-    moe = _print_derived(config, derived, tp)
+    _print_derived(config, derived, tp)
     if save is None:
         plain(f"save them with --save NAME, then: {_next_step('<device>', 'NAME', tp)}")
         return
-    parts = "dense layers and MoE experts" if moe else "dense layers"
+    parts = "dense layers and MoE experts" if derived.moe else "dense layers"
     _save(
         save,
         tp=tp,
         groups={
             family_of_part(LINEAR_LAYERS).name: derived.shapes,
-            family_of_part(EXPERTS).name: moe,
+            family_of_part(EXPERTS).name: derived.moe,
         },
         block_shape=derived.block_shape,
         source=f"{config.name} ({derived.architecture}), derived by tuner.inputs.hfconfig's rule",

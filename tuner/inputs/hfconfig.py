@@ -65,25 +65,6 @@ _NOTHING = "vLLM runs no block-FP8 GEMM for it, so there is nothing to tune"
 
 
 @dataclass(frozen=True)
-class LayerShape:
-    """One linear layer's weight B [N, K] on one rank."""
-
-    layer: str
-    N: int
-    K: int
-
-
-@dataclass(frozen=True)
-class MoeShape:
-    """The routed experts of an MoE layer on one rank: w13 [E, 2N, K] and w2 [E, K, N] (fp8)."""
-
-    E: int
-    N: int
-    K: int
-    top_k: int
-
-
-@dataclass(frozen=True)
 class DerivedShapes:
     """The dense block-FP8 GEMMs of a model at one TP size.
 
@@ -92,26 +73,27 @@ class DerivedShapes:
         tp: tensor-parallel size.
         block_shape: [group_n, group_k] (`weight_block_size`, or compressed-tensors' weights
             `block_structure`; `block_shape_of`).
-        layers: qkv_proj, o_proj, gate_up_proj, down_proj in that order (an MoE model's
-            attention projections only, or none for an architecture whose dense layers are not
-            derived).
+        layers: (N, K, name) of each linear layer's weight B [N, K] on one rank: qkv_proj,
+            o_proj, gate_up_proj, down_proj in that order (an MoE model's attention projections
+            only, or none for an architecture whose dense layers are not derived).
         model: `_name_or_path` of the config, when it has one.
-        moe: the fused-MoE expert shape, when the config has an expert count.
+        moe: (E, N, K, top_k) of the routed experts on one rank (w13 [E, 2N, K], w2 [E, K, N]),
+            when the config has an expert count.
         model_type: `model_type_of(config)`.
     """
 
     architecture: str
     tp: int
     block_shape: tuple[int, int]
-    layers: tuple[LayerShape, ...]
+    layers: tuple[tuple[int, int, str], ...]
     model: str | None
-    moe: tuple[MoeShape, ...] = ()
+    moe: tuple[tuple[int, int, int, int], ...] = ()
     model_type: str | None = None
 
     @property
     def shapes(self) -> tuple[tuple[int, int], ...]:
         """Distinct (N, K), in layer order."""
-        return tuple(dict.fromkeys((layer.N, layer.K) for layer in self.layers))
+        return tuple(dict.fromkeys((n, k) for n, k, _ in self.layers))
 
 
 def _size(config: Mapping, key: str, where: str) -> int:
@@ -144,7 +126,7 @@ def _check_blocks(
 
 def _moe(
     config: Mapping, tp: int, block_shape: tuple[int, int], where: str
-) -> tuple[MoeShape, ...]:
+) -> tuple[tuple[int, int, int, int], ...]:
     """The routed experts' shape per rank (module doc), or () without an expert count."""
     key = next((k for k in EXPERT_COUNT_KEYS if config.get(k) is not None), None)
     if key is None:
@@ -156,7 +138,7 @@ def _moe(
     intermediate = _size(config, "moe_intermediate_size", where)
     n = _divide(intermediate, tp, "moe_intermediate_size over tp", where)
     _check_blocks([("experts' N", n, 0), ("experts' N", n, 1)], tp, block_shape, where)
-    return (MoeShape(E=experts, N=n, K=_size(config, "hidden_size", where), top_k=top_k),)
+    return ((experts, n, _size(config, "hidden_size", where), top_k),)
 
 
 def _architecture(config: Mapping, where: str) -> tuple[str, bool]:
@@ -208,7 +190,7 @@ def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> De
 
 def _dense_layers(
     config: Mapping, tp: int, architecture: str, block_shape: tuple[int, int], where: str
-) -> tuple[LayerShape, ...]:
+) -> tuple[tuple[int, int, str], ...]:
     """The dense layers per rank of a known architecture (module doc), checked against the
     block_shape as vLLM checks them."""
     hidden = _size(config, "hidden_size", where)
@@ -234,15 +216,9 @@ def _dense_layers(
     checks += [("gate/up part of gate_up_proj", inter, 0)] if dense_mlp else []
     checks += [("o_proj K", q_size, 1)] + ([("down_proj K", inter, 1)] if dense_mlp else [])
     _check_blocks(checks, tp, block_shape, where)
-    layers = [
-        LayerShape("qkv_proj", q_size + 2 * kv_size, hidden),
-        LayerShape("o_proj", hidden, q_size),
-    ]
+    layers = [(q_size + 2 * kv_size, hidden, "qkv_proj"), (hidden, q_size, "o_proj")]
     if dense_mlp:
-        layers += [
-            LayerShape("gate_up_proj", 2 * inter, hidden),
-            LayerShape("down_proj", hidden, inter),
-        ]
+        layers += [(2 * inter, hidden, "gate_up_proj"), (hidden, inter, "down_proj")]
     return tuple(layers)
 
 

@@ -88,8 +88,6 @@ class SweepRecipe:
         for name, value in (("image", self.image), ("device", self.device), ("model", self.model)):
             if not value or any(ch.isspace() for ch in value):
                 raise ValueError(f"--{name} must be one word, got {value!r}")
-        if self.nodes < 1 or self.gpus < 1:
-            raise ValueError("--nodes and --gpus must be at least 1")
 
     def _sweep_args(self) -> list[str]:
         args = ["--device", self.device, "--model", self.model]
