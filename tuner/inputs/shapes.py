@@ -273,15 +273,8 @@ def load_shapes(model: str, tp: int | None = None) -> ModelShapes:
         raise UnknownModelError(
             f"model '{model}' has no shapes for TP {tp}; listed: {', '.join(map(str, sizes))}"
         )
-    source, groups = doc.entries[tp]
     return ModelShapes(
-        model=doc.model,
-        description=doc.description,
-        tp=tp,
-        block_shape=doc.block_shape,
-        source=source,
-        groups=groups,
-        model_type=doc.model_type,
+        doc.model, doc.description, tp, doc.block_shape, *doc.entries[tp], doc.model_type
     )
 
 

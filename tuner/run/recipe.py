@@ -104,17 +104,11 @@ class SweepRecipe:
     def docker(self) -> str:
         """One `docker run --gpus all` line: install, `tuner doctor`, then `tuner sweep` with
         vLLM's kernels against the store (a mounted SQLite folder, or `db` via the variable)."""
-        store = f"sqlite:///{STORE_DIR}/tuner.db" if self.db is None else None
-        script = " && ".join(
-            [
-                self.install(),
-                shlex.join(["tuner", "doctor", "--no-compile"])
-                + " ; "
-                + shlex.join(["tuner", "sweep", *self._sweep_args(), "--kernel", "vllm"]),
-            ]
-        )
+        sweep = shlex.join(["tuner", "sweep", *self._sweep_args(), "--kernel", "vllm"])
+        script = f"{self.install()} && tuner doctor --no-compile ; {sweep}"
         argv = "docker run --rm --gpus all --ipc=host -v $PWD/wheels:/wheels:ro".split()
-        if store is not None:
+        if self.db is None:
+            store = f"sqlite:///{STORE_DIR}/tuner.db"
             argv += ["-v", f"$PWD/tuner-store:{STORE_DIR}", "-e", f"{DB_VARIABLE}={store}"]
         else:
             argv += ["-e", DB_VARIABLE]  # passed from the caller's environment, not the line
@@ -131,17 +125,12 @@ class SweepRecipe:
     def container(self) -> dict:
         """The Job's container: the image running `tuner worker` with vLLM's kernels, after the
         install, the store's URL from the Secret."""
-        script = " && ".join(
-            [
-                self.install(),
-                shlex.join(["tuner", "worker", "--device", self.device, "--kernel", "vllm"]),
-            ]
-        )
+        worker = shlex.join(["tuner", "worker", "--device", self.device, "--kernel", "vllm"])
         secret = {"secretKeyRef": {"name": self.secret, "key": "url"}}
-        container = {
+        return {
             "name": "tuner-worker",
             "image": self.image,
-            "command": ["bash", "-c", script],
+            "command": ["bash", "-c", f"{self.install()} && {worker}"],
             "env": [{"name": DB_VARIABLE, "valueFrom": secret}],
             "resources": {"limits": {"nvidia.com/gpu": self.gpus}},
             "volumeMounts": [
@@ -149,7 +138,6 @@ class SweepRecipe:
                 {"name": "shm", "mountPath": "/dev/shm"},
             ],
         }
-        return container
 
     def job(self) -> dict:
         """The Indexed Job: `nodes` pods, one per node (required anti-affinity on the node
