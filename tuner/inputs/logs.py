@@ -26,7 +26,6 @@ default 1, and the engine's `with config: model='...', tensor_parallel_size=2`; 
 from __future__ import annotations
 
 import gzip
-import io
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -48,7 +47,6 @@ _TP_RE = re.compile(r"\b(?:tensor_parallel_size|tp_size)'?\s*[=:]\s*(\d+)")
 # 'Qwen/Qwen3-8B-FP8', 'tensor_parallel_size': 2}`.
 _NON_DEFAULT = "non-default args: {"
 _MODEL_RE = re.compile(r"\b(?:model|model_path)'?\s*[=:]\s*'([^']+)'")
-_BINARY_PROBE_BYTES = 8192
 _T = TypeVar("_T")
 
 
@@ -190,20 +188,10 @@ def scan_lines(lines: Iterable[str]) -> LogScan:
 
 
 def _open_lines(path: Path) -> Iterable[str]:
-    raw: io.BufferedIOBase = path.open("rb")
-    if raw.read(2) == b"\x1f\x8b":
-        raw.close()
-        raw = gzip.open(path, "rb")
-    else:
-        raw.seek(0)
-    with raw:
-        head = raw.read(_BINARY_PROBE_BYTES)
-        if not head.strip():
-            raise ValueError(f"{path}: empty file, not a server log")
-        if b"\x00" in head:
-            raise ValueError(f"{path}: binary file, not a text log")
-        raw.seek(0)
-        for line in raw:
+    with path.open("rb") as raw:
+        gzipped = raw.read(2) == b"\x1f\x8b"
+    with gzip.open(path, "rb") if gzipped else path.open("rb") as lines:
+        for line in lines:
             yield line.decode("utf-8", errors="replace")
 
 
@@ -217,8 +205,8 @@ def read_log(path: Path) -> LogScan:
         What `scan_lines` finds.
 
     Raises:
-        ValueError: one line naming the file: it cannot be read, is a folder, is empty, or is
-            binary (NUL bytes near the start).
+        ValueError: one line naming the file: it cannot be read, is a folder, or is a
+            truncated gzip file (an empty or binary file has no warning lines).
     """
     try:
         return scan_lines(_open_lines(path))

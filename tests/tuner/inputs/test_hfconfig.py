@@ -130,36 +130,27 @@ GROUP_0 = "cfg.json: config_groups.group_0 weights are 'float' of 8 bits, strate
     ],
 )
 def test_block_checkpoints_give_their_block(quant: dict, block_shape: tuple) -> None:
-    assert derive_shapes({**LLAMA, "quantization_config": quant}, 2).block_shape == block_shape
+    assert derive_shapes(with_quant(quant), 2).block_shape == block_shape
 
 
-NO_QUANT = {k: v for k, v in LLAMA.items() if k != "quantization_config"}
-REFUSALS += [
-    (NO_QUANT, 2, "cfg.json: no quantization_config object (an unquantized BF16/FP16"),
-    ({**LLAMA, "quantization_config": {"quant_method": "fp8"}}, 2, "FP8: vLLM runs no block-FP8"),
+def with_quant(quant: dict | None) -> dict:
+    config = {k: v for k, v in LLAMA.items() if k != "quantization_config"}
+    return config if quant is None else {**config, "quantization_config": quant}
+
+
+QUANT_REFUSALS = [
+    (None, "cfg.json: no quantization_config object (an unquantized BF16/FP16"),
+    ({"quant_method": "fp8"}, "'fp8' without weight_block_size is per-tensor FP8: vLLM runs"),
+    ({**FP8, "activation_scheme": "static"}, "weight_block_size without dynamic activations"),
+    (compressed("tensor"), f"{GROUP_0} 'tensor', with dynamic input_activations: not FP8 blocks"),
+    (compressed("block", [128, 128], dynamic=False), "'block', without dynamic input_activations"),
+    ({"quant_method": "awq"}, "'awq' is not block FP8"),
     (
-        {**LLAMA, "quantization_config": {**FP8, "activation_scheme": "static"}},
-        2,
-        "weight_block_size without dynamic activations: vLLM refuses it",
-    ),
-    ({**LLAMA, "quantization_config": compressed("tensor")}, 2, f"{GROUP_0} 'tensor', with dyn"),
-    (
-        {**LLAMA, "quantization_config": compressed("block", [128, 128], dynamic=False)},
-        2,
-        "'block', without dynamic input_activations: not FP8 blocks with dynamic activations",
-    ),
-    ({**LLAMA, "quantization_config": {"quant_method": "awq"}}, 2, "'awq' is not block FP8"),
-    (
-        {
-            **LLAMA,
-            "quantization_config": compressed(
-                "block", [64, 64], b=FP8_BLOCK["config_groups"]["group_0"]
-            ),
-        },
-        2,
+        compressed("block", [64, 64], b=FP8_BLOCK["config_groups"]["group_0"]),
         "config_groups have several block_structures [(64, 64), (128, 128)]",
     ),
 ]
+REFUSALS += [(with_quant(quant), 2, message) for quant, message in QUANT_REFUSALS]
 
 
 @pytest.mark.parametrize(("config", "tp", "message"), REFUSALS)

@@ -72,8 +72,6 @@ def test_int8_and_unparseable_names_are_skipped() -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (b"  \r\n\n", "empty file, not a server log"),
-        (b"\x7fELF\x02\x01\x01\x00\x00\x00binary", "binary file, not a text log"),
         (b"\x1f\x8b\x08\x00\x00\x00\x00\x00", "truncated gzip file"),
         (None, "cannot read: No such file or directory"),
         ("folder", "cannot read: Is a directory"),
