@@ -171,14 +171,9 @@ class DeviceAdvice:
 
 
 def device_advice(device_name: str, capabilities: Sequence[str] = ()) -> DeviceAdvice:
-    """The advice for one device: its architecture from its trials in the store, else from
-    the table of known GPUs (`tuner.kernels.gpus.KNOWN_GPUS`).
-
-    Args:
-        device_name: vLLM's device key, e.g. "NVIDIA_L20".
-        capabilities: compute capabilities of its environments in the store, newest first
-            (e.g. "8.9"; "" for the interpreter).
-    """
+    """The advice for one device (vLLM's key): its architecture from `capabilities`, its
+    environments' compute capabilities in the store, newest first ("" for the interpreter),
+    else from the table of known GPUs (`tuner.kernels.gpus.KNOWN_GPUS`)."""
     if device_name == INTERPRETER_DEVICE_NAME:
         cpu = f"{device_name} is Triton's CPU interpreter: its files carry CPU timings, for "
         return DeviceAdvice((cpu + "trying the tuner out; no vLLM server reads them.",), False)
