@@ -29,7 +29,7 @@ OUT_IS_A_FILE = "--out {tmp}/configs is a file, not a folder: name a folder (cre
 # it, an empty store t.db.
 CASES = {
     "shapes show qwen3.8-27B": (
-        "unknown model 'qwen3.8-27B' (did you mean 'qwen3.8-27b'?); known: deepseek-v3, "
+        "unknown model 'qwen3.8-27B'; known: deepseek-v3, "
         "qwen3-30b-a3b-fp8, qwen3.8-27b, tiny, tiny-moe"
     ),
     "sweep --device interpreter --model llama3": (
@@ -43,13 +43,14 @@ CASES = {
         "num_warps, num_stages"
     ),
     "sweep --device L2O --model tiny": (
-        "no visible GPU matches --device L2O (did you mean 'L20'?); visible: no CUDA GPU"
+        "no visible GPU matches --device L2O; visible: no CUDA GPU"
     ),
     "sweep --device L2O --model tiny --no-run --db sqlite:///{tmp}/new.db": (
-        "--device 'L2O' is not a GPU model name such as L20 or NVIDIA_H200 (did you mean 'L20'?)"
+        "--device 'L2O' is not a GPU model name such as L20, H200, NVIDIA H200, nvidia_h200 or "
+        "NVIDIA_H100_80GB_HBM3"
     ),
     "winners --device interpeter --db sqlite:///{tmp}/t.db": (
-        "no device in the store matches 'interpeter' (did you mean 'interpreter'?); known: "
+        "no device in the store matches 'interpeter'; known: "
         "none; `tuner sweep --device interpeter` on that GPU, or `tuner import` of its files, "
         "adds it"
     ),

@@ -1,4 +1,4 @@
-"""CLI for serving engineers: shapes from a log or a config.json, import, export for SGLang,
+"""CLI for serving engineers: import, export for SGLang,
 mounts and status; bad files are one line on stderr, exit code 2, store unchanged. Files for the
 engine release the user serves with: `tuner mounts --engine-version` and `--triton-version` put
 files in the folders that release reads, and `tuner export --engine sglang` names the entries
@@ -7,8 +7,6 @@ SGLang rewrites as it reads them."""
 from __future__ import annotations
 
 import json
-import re
-import shlex
 from pathlib import Path
 
 import pytest
@@ -16,80 +14,8 @@ import yaml
 
 from tests.cli.common import PLAN, flat, invoke, ok, one_line_error
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, row_counts
-from tests.tuner.inputs.logfixtures import DSV3_TP8, sglang_log, vllm_log
 from tuner.files.format import dump_config_file
-from tuner.inputs.shapes import load_shapes
 from tuner.kernels.dense.family import config_file_name, engine_file_name
-
-
-def test_from_log_names_a_packaged_model_that_covers_it(tmp_path: Path) -> None:
-    log = tmp_path / "serve.log"
-    log.write_bytes(vllm_log().encode())
-    result = ok("shapes", "from-log", str(log))
-    out = flat(result.stdout)
-    assert (
-        "20 warning(s) from vllm; device_name NVIDIA_L20; model Qwen/Qwen3.8-27B-FP8; TP 2" in out
-    )
-    # The shapes read from the log: tests/tuner/inputs/test_logs.py.
-    assert "5 shape(s) without a config file, block_shape [128, 128]" in out
-    assert "these are shapes of model 'qwen3.8-27b' TP 2" in out
-    assert out.endswith("tuner sweep --device NVIDIA_L20 --model qwen3.8-27b --tp 2")
-
-
-def test_from_log_save_then_show(tmp_path: Path) -> None:
-    log = tmp_path / "sglang.log"
-    log.write_text(sglang_log())
-    suggested = ok("shapes", "from-log", str(log))
-    assert flat(suggested.stdout).endswith(
-        "tuner sweep --device NVIDIA_H20-3e --model deepseek-v3-log --tp 8 "
-        "tuner export --device NVIDIA_H20-3e --out configs/ --engine sglang"
-    )
-    saved = ok("shapes", "from-log", str(log), "--save", "dsv3-h20")
-    assert "tuner sweep --device NVIDIA_H20-3e --model dsv3-h20 --tp 8" in flat(saved.stdout)
-    shown = ok("shapes", "show", "dsv3-h20")
-    assert "dsv3-h20 TP 8, block_shape [128, 128]" in shown.stdout
-    assert "source: 'Config file not found' warnings in sglang.log" in flat(shown.stdout)
-    assert "dsv3-h20" in invoke("shapes", "list").stdout
-
-
-def run_suggested_save(stdout: str) -> tuple[str, object]:
-    """The `tuner shapes from-log ... --save NAME` that from-log suggested, and its result (it
-    exited 0)."""
-    found = re.search(r"save them first \((tuner shapes from-log .+)\), then:", stdout)
-    assert found, stdout
-    return found[1], ok(*shlex.split(found[1])[1:])
-
-
-def test_from_log_suggests_a_free_name_whose_command_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("TUNER_SHAPES_DIR", str(tmp_path / "shapes"))
-    log = tmp_path / "dsv3 serve.log"  # a space: the suggested command quotes the path
-    dsv3 = {"ranks": range(8), "model": "deepseek-ai/DeepSeek-V3", "tp": 8, "device": "NVIDIA_H200"}
-    log.write_text(vllm_log(DSV3_TP8, config_line=False, **dsv3))
-    result = ok("shapes", "from-log", str(log))
-    assert "model deepseek-ai/DeepSeek-V3; TP 8" in flat(result.stdout)  # from non-default args
-    command, saved = run_suggested_save(result.stdout)
-    # deepseek-v3 is packaged (its TP 8 lacks 2112 x 7168): the suggestion is a free name.
-    assert command == f"tuner shapes from-log '{log}' --save deepseek-v3-log"
-    assert flat(result.stdout).endswith(
-        "tuner sweep --device NVIDIA_H200 --model deepseek-v3-log --tp 8"
-    )
-    assert "saved as model 'deepseek-v3-log', TP 8" in saved.stdout
-    assert load_shapes("deepseek-v3-log", 8).pairs() == tuple(DSV3_TP8)
-    again = invoke("shapes", "from-log", str(log))
-    assert "these are shapes of model 'deepseek-v3-log' TP 8" in flat(again.stdout)
-    # Another DeepSeek-V3 log with other shapes: deepseek-v3-log is taken now.
-    other = tmp_path / "other.log"
-    other.write_text(vllm_log([(2112, 7168), (7168, 256)], **dsv3))
-    command, saved = run_suggested_save(invoke("shapes", "from-log", str(other)).stdout)
-    assert command == f"tuner shapes from-log {other} --save deepseek-v3-log-2"
-    assert load_shapes("deepseek-v3-log-2", 8).pairs() == ((2112, 7168), (7168, 256))
-    # A --tp that differs from the log's is carried into the suggested command.
-    suggested = invoke("shapes", "from-log", str(other), "--tp", "4")
-    command, saved = run_suggested_save(suggested.stdout)
-    assert command == f"tuner shapes from-log {other} --save deepseek-v3-log-3 --tp 4"
-    assert load_shapes("deepseek-v3-log-3", 4).tp == 4
 
 
 def test_malformed_user_shapes_file(tmp_path: Path, db, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,13 +1,13 @@
-"""`tuner shapes from-config` and `from-log` for fused-MoE experts: E=..,N=.. from a config.json
-or from vLLM's MoE warning, saved next to the dense shapes."""
+"""`tuner shapes from-config` and `from-log`: dense shapes and fused-MoE experts (E=..,N=..)
+from a config.json or from vLLM's and SGLang's warnings, saved as a model `tuner sweep` takes."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from tests.cli.common import flat, invoke, one_line_error
-from tests.tuner.inputs.logfixtures import MOE_DIR, non_default_args
+from tests.cli.common import flat, invoke, ok, one_line_error
+from tests.tuner.inputs.logfixtures import MOE_DIR, QWEN_TP2, non_default_args, sglang_log, vllm_log
 from tests.tuner.inputs.test_hfconfig import QWEN3_MOE
 from tuner.inputs.logs import read_log
 from tuner.inputs.shapes import load_shapes
@@ -69,34 +69,57 @@ def moe_log(tmp_path: Path, *names: str) -> Path:
     return path
 
 
-def test_from_log_reads_block_fp8_moe_warnings_and_names_the_model(tmp_path: Path) -> None:
+MOE_LINE = (
+    "the log names fused-MoE expert shape(s) by E, N only: derive their rows [E, N, K, top_k] "
+    "with `tuner shapes from-config config.json --tp {tp}`"
+)
+
+
+def test_from_log_prints_and_saves_the_dense_shapes_the_experts_go_to_from_config(tmp_path):
+    log = tmp_path / "serve.log"
+    log.write_text(vllm_log())
+    out = flat(ok("shapes", "from-log", log).stdout)
+    assert f"{log}: 20 warning(s); device_name NVIDIA_L20; model Qwen/Qwen3.8-27B-FP8; TP 2" in out
+    assert "5 shape(s) without a config file, block_shape [128, 128]" in out
+    assert "1 fused-MoE expert shape(s) without a config file" in out
+    assert out.endswith(
+        "save them with --save NAME, then: tuner sweep --device NVIDIA_L20 --model NAME --tp 2"
+    )
+    # --tp overrides the log's; the experts are not saved (a log names no K or top_k).
+    result = ok("shapes", "from-log", log, "--save", "served", "--tp", "4")
+    assert table_rows(result.stdout) == [[str(n), str(k)] for n, k in QWEN_TP2] + [["128", "768"]]
+    out = flat(result.stdout)
+    assert f"not saved: {MOE_LINE.format(tp=4)}" in out
+    assert out.endswith("next: tuner sweep --device NVIDIA_L20 --model served --tp 4")
+    saved = load_shapes("served", 4)
+    assert (saved.pairs(), saved.of("moe")) == (tuple(QWEN_TP2), ())
+    assert saved.description == "Qwen/Qwen3.8-27B-FP8: shapes read from a server log"
+    # SGLang's log: TP 8 and its spaced block_shape; `shapes show` and `list` find the model.
+    log.write_text(sglang_log())
+    ok("shapes", "from-log", log, "--save", "dsv3-h20")
+    shown = flat(ok("shapes", "show", "dsv3-h20").stdout)
+    assert "dsv3-h20 TP 8, block_shape [128, 128]" in shown
+    assert "source: 'Config file not found' warnings in serve.log" in shown
+    assert "dsv3-h20" in ok("shapes", "list").stdout
+    # The warnings alone state no TP.
+    log.write_text("\n".join(line for line in vllm_log().splitlines() if "not found" in line))
+    one_line_error(
+        invoke("shapes", "from-log", log, "--save", "x"),
+        "the log does not state the tensor-parallel size: pass --tp with --save",
+    )
+
+
+def test_from_log_reads_block_fp8_moe_warnings_only(tmp_path: Path) -> None:
     log = moe_log(tmp_path, BLOCK, PER_TENSOR)
     scan = read_log(log)
     assert [
         (m.shape.param("E"), m.shape.N, m.device_name, m.shape.block_shape)
         for m in scan.files["moe"]
     ] == [(128, 768, "NVIDIA_H200", (128, 128))]
-    assert scan.out_of_scope == {"dense": (), "moe": (PER_TENSOR,)}
     assert (scan.files["dense"], scan.tp) == ((), 1)
     result = invoke("shapes", "from-log", log)
     assert table_rows(result.stdout) == [["128", "768"]], result.output
-    out = flat(result.stdout)
-    assert f"the engine looks for them in $VLLM_TUNED_CONFIG_FOLDER, then {MOE_DIR}/" in out
-    assert (
-        f"out of scope: {PER_TENSOR} (a fused-MoE file that is not block FP8 "
-        "'dtype=fp8_w8a8,block_shape=[...]'; this tool does not tune it)"
-    ) in out
-    assert out.endswith(
-        "these are shapes of model 'qwen3-30b-a3b-fp8' TP 1; next: "
-        "tuner sweep --device NVIDIA_H200 --model qwen3-30b-a3b-fp8 --tp 1"
-    )
-    saved = invoke("shapes", "from-log", log, "--save", "x")
-    one_line_error(
-        saved,
-        "the log names fused-MoE expert shape(s) by E, N only, not their rows [E, N, K, top_k]: "
-        "derive them with `tuner shapes from-config config.json --tp 1 --save x`",
-    )
-    # only per-tensor files: out of scope
+    one_line_error(invoke("shapes", "from-log", log, "--save", "x"), MOE_LINE.format(tp=1))
+    # only per-tensor files: not tuned
     only = invoke("shapes", "from-log", moe_log(tmp_path, PER_TENSOR), code=1)
-    assert f"out of scope: {PER_TENSOR}" in flat(only.stdout)
     assert "no 'Config file not found' warning of the W8A8 block-FP8 kernel" in only.stderr

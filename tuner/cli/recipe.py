@@ -60,9 +60,7 @@ def recipe_sweep(
         )
         device_name = device_among(device, (), new=True)
         load_shapes(model, tp)
-    except UnknownModelError as exc:  # a KeyError: its str() is quoted
-        raise fail(str(exc).strip("'\"")) from None
-    except ValueError as exc:
+    except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc)) from None
     # the advice from the table of known GPUs: the sweep has not run yet
     served = [
@@ -70,12 +68,10 @@ def recipe_sweep(
         "the files. Serving them:",
         *advice_comments(device_name, [], "vllm"),
     ]
-    if fmt == "k8s":
-        text = recipe.k8s(masked(db or ""))
-        at = text.index("\napiVersion:") + 1  # the advice after the steps, before the Job
-        plain((text[:at] + "\n".join(served) + "\n" + text[at:]).rstrip("\n"))
+    if fmt == "k8s":  # the advice as comments after the Job
+        plain(recipe.k8s(masked(db or "")) + "\n".join(served))
         return
-    for line in wheels_lines(image) + served:
+    for line in wheels_lines() + served:
         plain(line)
     if db is not None:
         plain(f"# export {DB_VARIABLE}='{masked(db)}'  (with its password)")

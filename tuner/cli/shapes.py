@@ -13,17 +13,8 @@ from rich.table import Table
 from tuner.cli.errors import fail
 from tuner.cli.options import TpOpt
 from tuner.cli.output import console, plain
-from tuner.files.engine_folders import family_rows
-from tuner.inputs.hfconfig import derive_shapes, read_config
-from tuner.inputs.logs import (
-    LogScan,
-    LogShapes,
-    log_shapes,
-    next_step,
-    partial_shapes_line,
-    read_log,
-    save_problem,
-)
+from tuner.inputs.hfconfig import DerivedShapes, derive_shapes, read_config
+from tuner.inputs.logs import LogScan, read_log
 from tuner.inputs.shapes import (
     ShapesFileError,
     UnknownModelError,
@@ -34,7 +25,7 @@ from tuner.inputs.shapes import (
 )
 from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
 from tuner.kernels.registry import FAMILIES, family_of_part, get_family
-from tuner.kernels.shape import block_shape_text
+from tuner.kernels.shape import Shape, block_shape_text
 
 SaveOpt = Annotated[
     str | None,
@@ -65,8 +56,6 @@ def shapes_list() -> None:
         except ShapesFileError as exc:
             broken.append(str(exc))
     _table(("model", "TP sizes", "description"), rows)
-    if len(broken) > 1:
-        raise fail(f"{broken[0]} (and {len(broken) - 1} more malformed shapes file(s))")
     if broken:
         raise fail(broken[0])
 
@@ -79,7 +68,7 @@ def shapes_show(
     try:
         entry = load_shapes(model, tp)
     except (UnknownModelError, ValueError) as exc:
-        raise fail(str(exc).strip("'\"")) from None
+        raise fail(str(exc)) from None
     plain(f"{entry.model} TP {entry.tp}, block_shape {block_shape_text(entry.block_shape)}")
     _table(("N", "K"), entry.pairs())
     plain(f"source: {entry.source}")
@@ -109,123 +98,121 @@ def _save(
     plain(f"saved as model '{name}', TP {tp}: {path}")
 
 
-def _next_step(device_names: Sequence[str], model: str, tp: int | None, sglang: bool) -> None:
-    for device_name in device_names or ["<device>"]:
-        plain(f"tuner sweep --device {device_name} --model {model} --tp {tp or '<TP>'}")
-        if sglang:
-            plain(f"tuner export --device {device_name} --out configs/ --engine sglang")
+def _next_step(device: str, model: str, tp: int | None) -> str:
+    return f"tuner sweep --device {device} --model {model} --tp {tp or '<TP>'}"
 
 
-def _print_families(scan: LogScan) -> None:
-    """Each family's part of a log (`KernelFamily.log_line`): its shapes without a config
-    file, where the engine looks for them, and its files out of scope."""
+def _print_log(log: Path, scan: LogScan, tp: int | None) -> None:
+    """A log's missing files (`tuner.inputs.logs.read_log`): a line on the log, whether the
+    server reads the tuned files, and each family's shapes without a config file."""
+    if scan.device_names:
+        plain(
+            f"{log}: {scan.warnings} warning(s); device_name {', '.join(scan.device_names)}; "
+            f"model {scan.model or 'not stated'}; TP {tp if tp is not None else 'not stated'}"
+        )
+    if scan.kernel_line is not None:
+        plain(scan.kernel_line)
     for family in FAMILIES.values():
-        line = family.log_line
-        if line is None:
-            continue
         shapes = scan.shapes_of(family.name)
-        if shapes:
+        if shapes and family.log_line is not None:
             blocks = " and ".join(sorted({block_shape_text(s.block_shape) for s in shapes}))
-            plain(f"{len(shapes)} {line.what} without a config file, block_shape {blocks}:")
-            _table(line.key_names, [family.files.file_key(s) for s in shapes])
-        rows = family_rows("vllm", family.name)  # the newest release's row last
-        env = rows[-1].env if rows else None
-        for engine, folder in sorted({(m.engine, m.folder) for m in scan.files[family.name]}):
-            first = f"${env}, then " if env and engine == "vllm" else ""
-            plain(f"the engine looks for them in {first}{folder}/")
-        for name in scan.out_of_scope.get(family.name, ()):
-            plain(f"out of scope: {name} ({line.out_of_scope_why})")
+            plain(
+                f"{len(shapes)} {family.log_line.what} without a config file, block_shape {blocks}:"
+            )
+            _table(family.log_line.key_names, [family.files.file_key(s) for s in shapes])
+
+
+def _partial(family: str, tp: int | None) -> str | None:
+    """None when a family's file names hold its shapes' whole rows (the dense GEMM's N and K);
+    else the line that sends it to `from-config` (fused-MoE experts: a log names E and N)."""
+    kind = get_family(family)
+    assert kind.log_line is not None  # a log names files of the families with a log line
+    names = ", ".join(kind.log_line.key_names)
+    if kind.shapes.shapes_row == f"[{names}]":
+        return None
+    return (
+        f"the log names {kind.log_line.what} by {names} only: derive their rows "
+        f"{kind.shapes.shapes_row} with "
+        f"`tuner shapes from-config config.json --tp {tp or '<TP>'}`"
+    )
 
 
 def from_log(
     log: Annotated[Path, typer.Argument(help="A vLLM or SGLang server log (plain or .gz).")],
-    tp: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            max=1024,
-            help="Tensor-parallel size the log was served with [default: read from the log].",
-        ),
-    ] = None,
+    tp: TpOpt = None,
     save: SaveOpt = None,
 ) -> None:
     """Shapes whose block-FP8 config file the engine did not find, from its log.
 
     Reads every "Using default W8A8 Block FP8 kernel config ... Config file not found at <path>"
-    warning (vLLM's and SGLang's), and prints the device_name, the distinct (N, K, block_shape)
-    and the `tuner sweep` command that covers them. vLLM's "Using default MoE config ..."
-    warnings give the fused-MoE experts' (E, N) of block-FP8 files; other MoE files (per-tensor
-    FP8, BF16) are reported as out of scope. A log states no MoE K or top_k: `--save` keeps the
-    dense shapes only (use `from-config` for the experts).
+    warning (vLLM's and SGLang's) and prints the device_name and the distinct (N, K,
+    block_shape), at the TP size the log states unless --tp is given; vLLM's "Using default
+    MoE config ..." warnings give the fused-MoE experts' (E, N) of block-FP8 files. A log
+    states no MoE K or top_k: `--save` keeps the dense shapes only (use `from-config` for the
+    experts).
     """
     try:
         scan = read_log(log)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    found = log_shapes(scan, tp)
-    if found.shapes:
-        plain(
-            f"{log}: {scan.warnings} warning(s) from {', '.join(found.engines)}; device_name "
-            f"{', '.join(scan.device_names)}; model {scan.model or 'not stated'}; "
-            f"TP {found.tp if found.tp is not None else 'not stated'}"
-        )
-    if scan.kernel_line is not None:
-        plain(scan.kernel_line)
-    _print_families(scan)
-    if not found.shapes:
+    tp = tp if tp is not None else scan.tp
+    found = {name: shapes for name in scan.files if (shapes := scan.shapes_of(name))}
+    _print_log(log, scan, tp)
+    if not found:
         raise fail(
             f"{log}: no 'Config file not found' warning of the W8A8 block-FP8 kernel in "
             f"{scan.lines} lines: every shape had a file, the Triton kernel did not run, "
             "or this is not a vLLM/SGLang server log",
             1,
         )
-    if save is not None:
-        _save_log_shapes(scan, found, log, save)
+    device = scan.device_names[0] if len(scan.device_names) == 1 else "<device>"
+    if save is None:
+        plain(f"save them with --save NAME, then: {_next_step(device, 'NAME', tp)}")
         return
-    step = next_step(scan, found, log)
-    for line in step.lines:
-        plain(line)
-    if step.model is not None:
-        _next_step(scan.device_names, step.model, step.tp, step.sglang)
+    _save_log(log, scan, found, tp, save)
+    plain(f"next: {_next_step(device, save, tp)}")
 
 
-def _save_log_shapes(scan: LogScan, found: LogShapes, log: Path, save: str) -> None:
-    """`from-log --save NAME`: the shapes a log names whole saved as model NAME (the others
-    sent to `from-config`), then the next step."""
-    problem = save_problem(found, save)
-    if problem is not None or found.tp is None:  # save_problem refuses a log without a TP
-        raise fail(problem or "")
+def _save_log(
+    log: Path, scan: LogScan, found: dict[str, list[Shape]], tp: int | None, save: str
+) -> None:
+    """`from-log --save NAME`: the shapes a log names whole (`_partial`) saved as model NAME."""
+    whole = {name: shapes for name, shapes in found.items() if _partial(name, tp) is None}
+    blocks = {s.block_pair(name) for name, shapes in whole.items() for s in shapes}
+    if tp is None:
+        raise fail("the log does not state the tensor-parallel size: pass --tp with --save")
+    if not whole:
+        raise fail(_partial(next(iter(found)), tp) or "")
+    if len(blocks) != 1:
+        raise fail("the log has shapes of several block_shapes; a shapes entry has one")
     _save(
         save,
-        tp=found.tp,
-        groups=found.keys(found.whole),
-        block_shape=found.block_shapes[0],
+        tp=tp,
+        groups={
+            n: [get_family(n).files.file_key(s) for s in shapes] for n, shapes in whole.items()
+        },
+        block_shape=blocks.pop(),
         source=f"'Config file not found' warnings in {log.name}",
         description=f"{scan.model or save}: shapes read from a server log",
     )
-    for family in found.shapes:
-        if family not in found.whole:
-            plain(f"not saved: {partial_shapes_line(family, found.tp, save)}")
-    plain("next:")
-    _next_step(scan.device_names, save, found.tp, "sglang" in found.engines)
+    for name in [n for n in found if n not in whole]:
+        plain(f"not saved: {_partial(name, tp)}")
 
 
-def _print_derived(config: Path, derived, tp: int) -> list[tuple[int, int, int, int]]:
+def _print_derived(config: Path, derived: DerivedShapes, tp: int) -> None:
     """Print what `from_config` derived (`tuner.inputs.hfconfig.derive_shapes`): a line on the
-    model, its dense layers' (N, K) and its MoE experts; returns the experts' (E, N, K, top_k)."""
+    model, its dense layers' (N, K) and its MoE experts' (E, N, K, top_k)."""
     model = f" ({derived.model})" if derived.model else ""
     plain(
         f"{config}: {derived.architecture}{model}, TP {tp}, "
         f"block_shape {block_shape_text(derived.block_shape)}"
     )
     if derived.layers:
-        _table(("N", "K", "layer"), [(x.N, x.K, x.layer) for x in derived.layers])
+        _table(("N", "K", "layer"), derived.layers)
     else:
         plain(f"dense layers of {derived.architecture} are not derived; MoE experts only")
-    moe = [(m.E, m.N, m.K, m.top_k) for m in derived.moe]
-    if moe:
-        _table(("E", "N", "K", "top_k"), moe, title="MoE experts (fused-MoE kernel)")
-    return moe
+    if derived.moe:
+        _table(("E", "N", "K", "top_k"), derived.moe, title="MoE experts (fused-MoE kernel)")
 
 
 def from_config(
@@ -247,25 +234,21 @@ def from_config(
         derived = derive_shapes(read_config(config), tp, where=str(config))
     except ValueError as exc:
         raise fail(str(exc)) from None
-    moe = _print_derived(config, derived, tp)
+    _print_derived(config, derived, tp)
     if save is None:
-        plain(
-            "save them with --save NAME, then: tuner sweep --device <device> --model NAME "
-            f"--tp {tp}"
-        )
+        plain(f"save them with --save NAME, then: {_next_step('<device>', 'NAME', tp)}")
         return
-    parts = "dense layers and MoE experts" if moe else "dense layers"
+    parts = "dense layers and MoE experts" if derived.moe else "dense layers"
     _save(
         save,
         tp=tp,
         groups={
             family_of_part(LINEAR_LAYERS).name: derived.shapes,
-            family_of_part(EXPERTS).name: moe,
+            family_of_part(EXPERTS).name: derived.moe,
         },
         block_shape=derived.block_shape,
         source=f"{config.name} ({derived.architecture}), derived by tuner.inputs.hfconfig's rule",
         description=f"{derived.model or save}: {parts} derived from config.json",
         model_type=derived.model_type,
     )
-    plain("next:")
-    _next_step([], save, tp, False)
+    plain(f"next: {_next_step('<device>', save, tp)}")

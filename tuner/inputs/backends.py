@@ -156,90 +156,65 @@ class DeviceAdvice:
     """Whether vLLM 0.33.0 reads a device's tuned files, and what makes it read them.
 
     Attributes:
-        device_name: vLLM's device key.
-        arch: the `ARCH_BACKENDS` family, e.g. "sm89"; None when not known.
-        arch_source: where the architecture was learned, e.g. "compute capability 8.9, from
-            its trials in the store"; "" when not known.
-        default_kernel: the block-FP8 linear kernel vLLM runs there by default; None when the
-            architecture is not known.
-        needs_flag: the dense files are read only with `TRITON_FLAG` (every CUDA GPU: Triton
-            is never vLLM 0.33.0's default there); False for the CPU interpreter.
+        text: the advice as plain-text sentences (no markup), one unwrapped line each.
+        needs_flag: the dense files are read only with `TRITON_FLAG` (every CUDA GPU with an
+            FP8 dot: Triton is never vLLM 0.33.0's default there); False for the CPU
+            interpreter and GPUs older than sm89.
     """
 
-    device_name: str
-    arch: str | None
-    arch_source: str
-    default_kernel: str | None
+    text: tuple[str, ...]
     needs_flag: bool
 
     def lines(self) -> list[str]:
-        """The advice as plain-text sentences (no markup), one unwrapped line each."""
-        if self.device_name == INTERPRETER_DEVICE_NAME:
-            return [
-                f"{self.device_name} is Triton's CPU interpreter: its files carry CPU "
-                "timings, for trying the tuner out; no vLLM server reads them."
-            ]
-        if self.arch is None:
-            lines = [
-                f"{self.device_name}: architecture not known (no trial in the store names a "
-                "compute capability, and the GPU is not in the table of known GPUs).",
-                f"vLLM {VLLM_VERSION} runs the Triton kernel, and so reads these files, by "
-                "default on no CUDA GPU.",
-            ]
-        elif self.default_kernel is None:
-            return [
-                f"{self.device_name} is {self.arch} ({self.arch_source}): no FP8 dot "
-                "(compute capability below 8.9), so the Triton block-FP8 kernel, and these "
-                "files, cannot run there."
-            ]
-        else:
-            lines = [
-                f"{self.device_name} is {self.arch} ({self.arch_source}).",
-                f"vLLM {VLLM_VERSION}'s default kernel for block-FP8 linear layers there is "
-                f"{self.default_kernel}: these files are NOT read with default settings.",
-            ]
-        lines.append(
-            f"To have them read, start vLLM with {TRITON_FLAG} (or {PER_QUANT_FORM}); "
-            f"{BATCH_INVARIANT_NOTE}. Measure first: tuner compare times the tuned "
-            "Triton kernel against the default kernels on this GPU."
-        )
-        if self.arch == "sm90":
-            lines.append(
-                "Fused-MoE files (E=...) are read by default here: vLLM moves its "
-                "Triton MoE kernel first on sm90 with 128x128 FP8 weights and "
-                "ep_size 1."
-            )
-        return lines
+        """`text` as a list."""
+        return list(self.text)
 
 
 def device_advice(device_name: str, capabilities: Sequence[str] = ()) -> DeviceAdvice:
-    """The advice for one device: its architecture from its trials in the store, else from
-    the table of known GPUs (`tuner.kernels.gpus.KNOWN_GPUS`).
-
-    Args:
-        device_name: vLLM's device key, e.g. "NVIDIA_L20".
-        capabilities: compute capabilities of its environments in the store, newest first
-            (e.g. "8.9"; "" for the interpreter).
-
-    Returns:
-        The advice; `DeviceAdvice.lines` says it in words.
-    """
+    """The advice for one device (vLLM's key): its architecture from `capabilities`, its
+    environments' compute capabilities in the store, newest first ("" for the interpreter),
+    else from the table of known GPUs (`tuner.kernels.gpus.KNOWN_GPUS`)."""
     if device_name == INTERPRETER_DEVICE_NAME:
-        return DeviceAdvice(device_name, None, "", None, needs_flag=False)
-    known = known_capability(device_name)
+        cpu = f"{device_name} is Triton's CPU interpreter: its files carry CPU timings, for "
+        return DeviceAdvice((cpu + "trying the tuner out; no vLLM server reads them.",), False)
     recorded = next(filter(None, map(capability_number, capabilities)), None)
+    number = recorded or known_capability(device_name)
+    arch = arch_of(capability_text(number)) if number else None
     if recorded is not None:
-        capability = capability_text(recorded)
-        source = f"compute capability {capability}, from its trials in the store"
-    elif known is not None:
-        capability = capability_text(known)
-        model = gpu_model(device_name)
-        source = f"{model}: compute capability {capability}, from the table of known GPUs"
+        source = f"compute capability {capability_text(recorded)}, from its trials in the store"
+    elif number is not None:
+        source = f"{gpu_model(device_name)}: compute capability {capability_text(number)}, from "
+        source += "the table of known GPUs"
+    if number is None:
+        lines = [
+            f"{device_name}: architecture not known (no trial in the store names a compute "
+            "capability, and the GPU is not in the table of known GPUs).",
+            f"vLLM {VLLM_VERSION} runs the Triton kernel, and so reads these files, by default "
+            "on no CUDA GPU.",
+        ]
+    elif arch is None:  # older than sm89: no FP8 dot
+        return DeviceAdvice(
+            (
+                f"{device_name} is sm{number} ({source}): no FP8 dot (compute capability below "
+                "8.9), so the Triton block-FP8 kernel, and these files, cannot run there.",
+            ),
+            False,
+        )
     else:
-        return DeviceAdvice(device_name, None, "", None, needs_flag=True)
-    arch = arch_of(capability)
-    if arch is None:  # older than sm89: no FP8 dot
-        number = recorded or known
-        return DeviceAdvice(device_name, f"sm{number}", source, None, needs_flag=False)
-    default = next(a.default for a in ARCH_BACKENDS if a.arch == arch)
-    return DeviceAdvice(device_name, arch, source, default, needs_flag=True)
+        default = next(a.default for a in ARCH_BACKENDS if a.arch == arch)
+        lines = [
+            f"{device_name} is {arch} ({source}).",
+            f"vLLM {VLLM_VERSION}'s default kernel for block-FP8 linear layers there is "
+            f"{default}: these files are NOT read with default settings.",
+        ]
+    lines.append(
+        f"To have them read, start vLLM with {TRITON_FLAG} (or {PER_QUANT_FORM}); "
+        f"{BATCH_INVARIANT_NOTE}. Measure first: tuner compare times the tuned "
+        "Triton kernel against the default kernels on this GPU."
+    )
+    if arch == "sm90":
+        lines.append(
+            "Fused-MoE files (E=...) are read by default here: vLLM moves its Triton MoE "
+            "kernel first on sm90 with 128x128 FP8 weights and ep_size 1."
+        )
+    return DeviceAdvice(tuple(lines), True)

@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from tuner.core import INTERPRETER_DEVICE_NAME, ResolvedDevice, is_device_name, vllm_device_name
-from tuner.kernels.gpus import KNOWN_GPUS
 
 INTERPRETER_ALIASES = frozenset({"interpreter", "cpu", INTERPRETER_DEVICE_NAME.lower()})
 
@@ -23,24 +21,6 @@ _NVIDIA_MODEL_RE = re.compile(
     r"(?:[_-][A-Za-z0-9]+)*"
 )
 GPU_NAME_EXAMPLES = "L20, H200, NVIDIA H200, nvidia_h200 or NVIDIA_H100_80GB_HBM3"
-
-
-def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """A hint naming the known names closest to a mistyped one, in any case
-    (`difflib.get_close_matches`), or "" when none is close.
-
-    Args:
-        name: what the user typed, e.g. "qwen3.8-27B" or "L2O".
-        known: the names it should have been one of.
-
-    Returns:
-        e.g. " (did you mean 'qwen3.8-27b'?)", or "".
-    """
-    by_lower = {item.lower(): item for item in known}
-    close = difflib.get_close_matches(name.strip().lower(), list(by_lower), n=3, cutoff=0.6)
-    if not close:
-        return ""
-    return " (did you mean " + " or ".join(f"'{by_lower[item]}'" for item in close) + "?)"
 
 
 def gpu_device_key(name: str) -> str:
@@ -104,29 +84,6 @@ def matches(device: str, device_name: str) -> bool:
     return wanted == have or f"nvidia_{wanted}" == have
 
 
-def device_hint(device: str, known: Iterable[str] = ()) -> str:
-    """A "did you mean" for a `--device` that names nothing: the closest of the known device
-    names (vendor prefix dropped, as users type them) and the GPUs of `KNOWN_GPUS`.
-
-    Args:
-        device: what the user typed, e.g. "L2O".
-        known: device names of the store or of the visible GPUs, e.g. "NVIDIA_L20".
-
-    Returns:
-        e.g. " (did you mean 'L20'?)", or "" when nothing is close.
-    """
-    names = {
-        re.sub(r"^NVIDIA_", "", name, flags=re.IGNORECASE)
-        for name in known
-        if name != INTERPRETER_DEVICE_NAME
-    }
-    names |= set(KNOWN_GPUS) | {"interpreter"}
-    typed = re.sub(r"^NVIDIA[_ ]", "", device.strip(), flags=re.IGNORECASE)
-    if typed.lower() in {name.lower() for name in names}:
-        return ""  # a real name, just not here
-    return did_you_mean(typed, sorted(names))
-
-
 class VisibleGpu(Protocol):
     """A GPU this process sees (`tuner.run.gpus.GpuInfo`)."""
 
@@ -160,7 +117,7 @@ def device_among(device: str, known: Iterable[str], *, new: bool = False) -> str
         return names[0]
     if not new:
         raise ValueError(
-            f"no device in the store matches '{device}'{device_hint(device, known)}; "
+            f"no device in the store matches '{device}'; "
             f"known: {', '.join(known) or 'none'}; `tuner sweep --device {device}` on that GPU, "
             "or `tuner import` of its files, adds it"
         )
@@ -215,27 +172,22 @@ def _none_visible(
 ) -> tuple[ResolvedDevice, str]:
     """`resolve_device` when no visible GPU matches a GPU model: with plan_only, its key and a
     note that a run here would stop; else ValueError naming the visible GPUs."""
-    names = sorted({gpu.device_name for gpu in gpus})
-    hint = device_hint(device, names)
-    visible = ", ".join(names) or "no CUDA GPU"
+    visible = ", ".join(sorted({gpu.device_name for gpu in gpus})) or "no CUDA GPU"
     if plan_only:
         key = _typed_gpu_key(device)
         note = (
-            f"note: no visible GPU matches --device {device} here{hint} (visible: "
+            f"note: no visible GPU matches --device {device} here (visible: "
             f"{visible}): the sweep would stop with that error; this plan is for one "
             f"{key}, one worker per matching GPU where it runs (or --no-run there for "
             "`tuner worker`)"
         )
         return ResolvedDevice(key, visible_ids=(None,)), note
-    raise ValueError(f"no visible GPU matches --device {device}{hint}; visible: {visible}")
+    raise ValueError(f"no visible GPU matches --device {device}; visible: {visible}")
 
 
 def _typed_gpu_key(device: str) -> str:
     """`gpu_device_key` of a `--device` argument, its error worded for the command line."""
     try:
         return gpu_device_key(device)
-    except ValueError:
-        raise ValueError(
-            f"--device {device!r} is not a GPU model name such as L20 or "
-            f"NVIDIA_H200{device_hint(device)}"
-        ) from None
+    except ValueError as exc:
+        raise ValueError(f"--device {exc}") from None

@@ -29,7 +29,19 @@ layers are its attention projections, plus a dense MLP of intermediate_size when
 lists layers or `decoder_sparse_step` is not 1 (Qwen3MoeDecoderLayer, models/qwen3_moe.py). For
 other architectures with an expert count (DeepSeek, Mixtral, ...) only the experts are derived.
 Checkpoints that are not block FP8 (BF16, per-tensor FP8, ...) are refused: vLLM never runs the
-block-FP8 kernel for them (tuner.inputs.quantization says which are).
+block-FP8 kernel for them (`block_shape_of` says which are).
+
+vLLM runs the W8A8 block-FP8 Triton kernel only for block-quantized FP8 weights with dynamic
+1 x group_k activation groups. Two checkpoint layouts say so:
+
+- `"quant_method": "fp8"` (vLLM's Fp8Config, model_executor/layers/quantization/fp8.py):
+  `weight_block_size: [group_n, group_k]` makes it block-wise; without it the weights are FP8
+  per tensor. Fp8Config refuses block-wise weights whose `activation_scheme` is not "dynamic".
+- `"quant_method": "compressed-tensors"` (vLLM's compressed_tensors/compressed_tensors.py and
+  schemes/compressed_tensors_w8a8_fp8.py; compressed-tensors' QuantizationArgs and its FP8_BLOCK
+  preset): each of `config_groups` has `"weights"` of `"type": "float"`, 8 bits and `"strategy":
+  "block"` (not "tensor", "channel" or "group"), its `block_structure` the block, and dynamic
+  `"input_activations"`.
 """
 
 from __future__ import annotations
@@ -39,7 +51,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.inputs.quantization import block_shape_of
 from tuner.inputs.shapes import MODEL_TYPE_RE
 
 # Architectures whose layers follow the rule above (vLLM's llama.py builds the first two,
@@ -49,26 +60,8 @@ KNOWN_ARCHITECTURES = (
 ).split()
 EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 MAX_SIZE = 2**24  # far above any real hidden or intermediate size; keeps N and K in range
-_MAX_CONFIG_BYTES = 4 * 2**20
-
-
-@dataclass(frozen=True)
-class LayerShape:
-    """One linear layer's weight B [N, K] on one rank."""
-
-    layer: str
-    N: int
-    K: int
-
-
-@dataclass(frozen=True)
-class MoeShape:
-    """The routed experts of an MoE layer on one rank: w13 [E, 2N, K] and w2 [E, K, N] (fp8)."""
-
-    E: int
-    N: int
-    K: int
-    top_k: int
+_BLOCK_LIMIT = 4096
+_NOTHING = "vLLM runs no block-FP8 GEMM for it, so there is nothing to tune"
 
 
 @dataclass(frozen=True)
@@ -79,36 +72,34 @@ class DerivedShapes:
         architecture: the config's architecture, e.g. "Qwen3ForCausalLM".
         tp: tensor-parallel size.
         block_shape: [group_n, group_k] (`weight_block_size`, or compressed-tensors' weights
-            `block_structure`; see tuner.inputs.quantization).
-        layers: qkv_proj, o_proj, gate_up_proj, down_proj in that order (an MoE model's
-            attention projections only, or none for an architecture whose dense layers are not
-            derived).
+            `block_structure`; `block_shape_of`).
+        layers: (N, K, name) of each linear layer's weight B [N, K] on one rank: qkv_proj,
+            o_proj, gate_up_proj, down_proj in that order (an MoE model's attention projections
+            only, or none for an architecture whose dense layers are not derived).
         model: `_name_or_path` of the config, when it has one.
-        moe: the fused-MoE expert shape, when the config has an expert count.
+        moe: (E, N, K, top_k) of the routed experts on one rank (w13 [E, 2N, K], w2 [E, K, N]),
+            when the config has an expert count.
         model_type: `model_type_of(config)`.
     """
 
     architecture: str
     tp: int
     block_shape: tuple[int, int]
-    layers: tuple[LayerShape, ...]
+    layers: tuple[tuple[int, int, str], ...]
     model: str | None
-    moe: tuple[MoeShape, ...] = ()
+    moe: tuple[tuple[int, int, int, int], ...] = ()
     model_type: str | None = None
 
     @property
     def shapes(self) -> tuple[tuple[int, int], ...]:
         """Distinct (N, K), in layer order."""
-        return tuple(dict.fromkeys((layer.N, layer.K) for layer in self.layers))
+        return tuple(dict.fromkeys((n, k) for n, k, _ in self.layers))
 
 
 def _size(config: Mapping, key: str, where: str) -> int:
     value = config.get(key)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{where}: {key} = {value!r:.40} is not an integer")
-    if not 1 <= value <= MAX_SIZE:
-        shown = value if value.bit_length() < 64 else f"a {len(str(value))}-digit number"
-        raise ValueError(f"{where}: {key}={shown} is outside 1..{MAX_SIZE}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIZE:
+        raise ValueError(f"{where}: {key} = {value!r:.40} is not an integer in 1..{MAX_SIZE}")
     return value
 
 
@@ -119,24 +110,24 @@ def _divide(numerator: int, denominator: int, what: str, where: str) -> int:
     return numerator // denominator
 
 
-def derive_moe(
-    config: Mapping, tp: int, block_shape: tuple[int, int], *, where: str = "config.json"
-) -> tuple[MoeShape, ...]:
-    """The routed experts' shape per rank (rule in the module doc), or () without an expert count.
+def _check_blocks(
+    checks: list[tuple[str, int, int]], tp: int, block_shape: tuple[int, int], where: str
+) -> None:
+    """vLLM's `validate_fp8_block_shape`: each (what, size per rank, 0 for group_n or 1 for
+    group_k) must be a multiple of its group; group_k (row-parallel K) only with tp > 1."""
+    for what, size, group in checks:
+        if (group == 0 or tp > 1) and size % block_shape[group]:
+            raise ValueError(
+                f"{where}: at TP {tp} the {what} is {size} per rank, not a multiple of "
+                f"{('group_n', 'group_k')[group]} {block_shape[group]}: vLLM refuses this "
+                "checkpoint"
+            )
 
-    Args:
-        config: the parsed `config.json`.
-        tp: tensor-parallel size (experts are split by TP, not by expert parallelism).
-        block_shape: [group_n, group_k] of the checkpoint.
-        where: the config's name in error messages.
 
-    Returns:
-        One MoeShape (E, N = moe_intermediate_size / tp, K = hidden_size, top_k), or ().
-
-    Raises:
-        ValueError: one line: a missing or non-integer size, top_k above E, a split that does
-            not divide, or an N per rank that is not a multiple of the block_shape.
-    """
+def _moe(
+    config: Mapping, tp: int, block_shape: tuple[int, int], where: str
+) -> tuple[tuple[int, int, int, int], ...]:
+    """The routed experts' shape per rank (module doc), or () without an expert count."""
     key = next((k for k in EXPERT_COUNT_KEYS if config.get(k) is not None), None)
     if key is None:
         return ()
@@ -144,25 +135,10 @@ def derive_moe(
     top_k = _size(config, "num_experts_per_tok", where)
     if top_k > experts:
         raise ValueError(f"{where}: num_experts_per_tok {top_k} is more than {key} {experts}")
-    hidden = _size(config, "hidden_size", where)
-    n = _divide(
-        _size(config, "moe_intermediate_size", where), tp, "moe_intermediate_size over tp", where
-    )
-    group_n, group_k = block_shape
-    if n % group_n or (tp > 1 and n % group_k):
-        group = group_n if n % group_n else group_k
-        raise ValueError(
-            f"{where}: at TP {tp} the experts have {n} intermediate rows per rank, "
-            f"not a multiple of the block size {group}: vLLM refuses this checkpoint"
-        )
-    return (MoeShape(E=experts, N=n, K=hidden, top_k=top_k),)
-
-
-def _dense_mlp(config: Mapping, architecture: str) -> bool:
-    """Whether the architecture's decoder layers have a dense MLP of intermediate_size."""
-    if architecture != "Qwen3MoeForCausalLM":
-        return True
-    return bool(config.get("mlp_only_layers")) or config.get("decoder_sparse_step", 1) != 1
+    intermediate = _size(config, "moe_intermediate_size", where)
+    n = _divide(intermediate, tp, "moe_intermediate_size over tp", where)
+    _check_blocks([("experts' N", n, 0), ("experts' N", n, 1)], tp, block_shape, where)
+    return ((experts, n, _size(config, "hidden_size", where), top_k),)
 
 
 def _architecture(config: Mapping, where: str) -> tuple[str, bool]:
@@ -177,13 +153,10 @@ def _architecture(config: Mapping, where: str) -> tuple[str, bool]:
         )
     name = architectures[0] if isinstance(architectures, list) and len(architectures) == 1 else None
     is_moe = any(config.get(k) is not None for k in EXPERT_COUNT_KEYS)
-    # KNOWN_ARCHITECTURES holds names only: a known architecture is a str.
     if not (isinstance(name, str) and (name in KNOWN_ARCHITECTURES or is_moe)):
-        names = ", ".join(KNOWN_ARCHITECTURES)
         raise ValueError(
-            f"{where}: architectures {architectures!r} is not one of {names}; "
-            "other architectures are not derived, but for their MoE experts "
-            "(shapes from a log still work)"[:400]
+            f"{where}: architectures {architectures!r:.80} is not one of "
+            f"{', '.join(KNOWN_ARCHITECTURES)} (other architectures: their MoE experts only)"
         )
     return name, name in KNOWN_ARCHITECTURES
 
@@ -196,79 +169,57 @@ def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> De
         tp: tensor-parallel size.
         where: the config's name in error messages.
 
-    Returns:
-        The dense layers' shapes, the MoE experts' shape (when the config has an expert count)
-        and the block_shape.
-
     Raises:
-        NotBlockFp8Error (a ValueError): one line: a checkpoint vLLM runs no block-FP8 GEMM for
-            (BF16, per-tensor/channel/group FP8, another quant_method).
-        ValueError: one line: an architecture not in `KNOWN_ARCHITECTURES` (listing them) and
-            without an expert count, a missing or non-integer size, a split that does not
-            divide, or a per-rank size that is not a multiple of the block_shape (vLLM refuses
-            those too).
+        ValueError: one line: a checkpoint vLLM runs no block-FP8 GEMM for (`block_shape_of`),
+            an architecture not in `KNOWN_ARCHITECTURES` and without an expert count, a
+            missing or non-integer size, a split that does not divide, or a per-rank size
+            that is not a multiple of the block_shape (vLLM refuses those too).
     """
-    if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= 1024:
-        raise ValueError(f"--tp must be an integer in 1..1024, got {tp!r}")
     architecture, known = _architecture(config, where)
-    layers: tuple[LayerShape, ...] = ()
-    if known:
-        layers, block_shape = _dense_layers(config, tp, architecture, where)
-    else:  # MoE experts only
-        block_shape = block_shape_of(config, where)
+    block_shape = block_shape_of(config, where)
     return DerivedShapes(
         architecture=architecture,
         tp=tp,
         block_shape=block_shape,
-        layers=layers,
+        layers=_dense_layers(config, tp, architecture, block_shape, where) if known else (),
         model=name if isinstance(name := config.get("_name_or_path"), str) and name else None,
-        moe=derive_moe(config, tp, block_shape, where=where),
+        moe=_moe(config, tp, block_shape, where),
         model_type=model_type_of(config),
     )
 
 
 def _dense_layers(
-    config: Mapping, tp: int, architecture: str, where: str
-) -> tuple[tuple[LayerShape, ...], tuple[int, int]]:
+    config: Mapping, tp: int, architecture: str, block_shape: tuple[int, int], where: str
+) -> tuple[tuple[int, int, str], ...]:
     """The dense layers per rank of a known architecture (module doc), checked against the
-    block_shape as vLLM checks them; and the block_shape."""
+    block_shape as vLLM checks them."""
     hidden = _size(config, "hidden_size", where)
     heads = _size(config, "num_attention_heads", where)
-    kv_key = "num_key_value_heads" if config.get("num_key_value_heads") is not None else ""
-    kv = _size(config, kv_key or "num_attention_heads", where)
-    dense_mlp = _dense_mlp(config, architecture)
+    has_kv = config.get("num_key_value_heads") is not None
+    kv = _size(config, "num_key_value_heads" if has_kv else "num_attention_heads", where)
+    # Qwen3-MoE layers have a dense MLP only where mlp_only_layers or decoder_sparse_step say.
+    dense_mlp = architecture != "Qwen3MoeForCausalLM" or (
+        bool(config.get("mlp_only_layers")) or config.get("decoder_sparse_step", 1) != 1
+    )
     intermediate = _size(config, "intermediate_size", where) if dense_mlp else 0
     if config.get("head_dim") is not None:
         head_dim = _size(config, "head_dim", where)
     else:
         head_dim = _divide(hidden, heads, "head_dim = hidden_size / num_attention_heads", where)
-    block_shape = block_shape_of(config, where)
     q_size = _divide(heads, tp, "num_attention_heads over tp", where) * head_dim
     if tp >= kv:  # each kv head replicated on tp / kv ranks, which must divide
         _divide(tp, kv, "tp over num_key_value_heads (kv head replicas)", where)
     kv_size = (1 if tp >= kv else _divide(kv, tp, "num_key_value_heads over tp", where)) * head_dim
     inter = _divide(intermediate, tp, "intermediate_size over tp", where)
-    # validate_fp8_block_shape: merged column-parallel parts (always) and row-parallel K (tp > 1).
+    # Merged column-parallel parts (group_n) and row-parallel K (group_k).
     checks = [("q part of qkv_proj", q_size, 0), ("k/v part of qkv_proj", kv_size, 0)]
     checks += [("gate/up part of gate_up_proj", inter, 0)] if dense_mlp else []
     checks += [("o_proj K", q_size, 1)] + ([("down_proj K", inter, 1)] if dense_mlp else [])
-    for what, size, group in checks:
-        if (group == 0 or tp > 1) and size % block_shape[group]:
-            raise ValueError(
-                f"{where}: at TP {tp} the {what} is {size} per rank, not a multiple of "
-                f"{('group_n', 'group_k')[group]} {block_shape[group]}: vLLM refuses this "
-                "checkpoint"
-            )
-    layers = [
-        LayerShape("qkv_proj", q_size + 2 * kv_size, hidden),
-        LayerShape("o_proj", hidden, q_size),
-    ]
+    _check_blocks(checks, tp, block_shape, where)
+    layers = [(q_size + 2 * kv_size, hidden, "qkv_proj"), (hidden, q_size, "o_proj")]
     if dense_mlp:
-        layers += [
-            LayerShape("gate_up_proj", 2 * inter, hidden),
-            LayerShape("down_proj", hidden, inter),
-        ]
-    return tuple(layers), block_shape
+        layers += [(2 * inter, hidden, "gate_up_proj"), (hidden, inter, "down_proj")]
+    return tuple(layers)
 
 
 def model_type_of(config: Mapping) -> str | None:
@@ -284,34 +235,85 @@ def model_type_of(config: Mapping) -> str | None:
 def read_config(path: Path) -> dict:
     """Read a `config.json`.
 
-    Args:
-        path: the file.
-
-    Returns:
-        The parsed JSON object.
-
     Raises:
-        ValueError: one line naming the file: unreadable, too large, not UTF-8, not JSON, or
-            not a JSON object.
+        ValueError: one line naming the file: unreadable, not UTF-8, not JSON, or not a JSON
+            object.
     """
     try:
-        if path.is_dir():
-            raise ValueError(f"{path}: is a folder; pass the model's config.json")
-        if path.stat().st_size > _MAX_CONFIG_BYTES:
-            raise ValueError(f"{path}: larger than {_MAX_CONFIG_BYTES} bytes: not a config.json")
-        text = path.read_bytes().decode("utf-8")
+        data = json.loads(path.read_bytes().decode("utf-8"))
     except OSError as exc:
         raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise ValueError(f"{path}: not UTF-8 text") from None
-    if not text.strip():
-        raise ValueError(f"{path}: empty file")
-    try:
-        data = json.loads(text)
-    except RecursionError:
-        raise ValueError(f"{path}: JSON nested too deeply") from None
     except ValueError as exc:
         raise ValueError(f"{path}: invalid JSON: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data
+
+
+def _two_ints(value: object, what: str, where: str) -> tuple[int, int]:
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(type(v) is int and 1 <= v <= _BLOCK_LIMIT for v in value)
+    ):
+        raise ValueError(
+            f"{where}: {what} must be two integers in 1..{_BLOCK_LIMIT}, got {value!r}"[:200]
+        )
+    return value[0], value[1]
+
+
+def _mapping(value: object) -> Mapping:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _group_block(group: object, label: str, where: str) -> tuple[int, int]:
+    """The block_structure of one of compressed-tensors' config_groups, or the refusal."""
+    weights = _mapping(_mapping(group).get("weights"))
+    activations = _mapping(group).get("input_activations")
+    dynamic = isinstance(activations, Mapping) and activations.get("dynamic") is True
+    kind = (weights.get("type"), weights.get("num_bits"), weights.get("strategy"))
+    if kind != ("float", 8, "block") or not dynamic:
+        raise ValueError(
+            f"{where}: {label} weights are {kind[0]!r:.12} of {kind[1]!r:.6} bits, strategy "
+            f"{kind[2]!r:.20}, with{'' if dynamic else 'out'} dynamic input_activations: not "
+            f"FP8 blocks with dynamic activations; {_NOTHING}"
+        )
+    return _two_ints(weights.get("block_structure"), f"{label}.weights.block_structure", where)
+
+
+def block_shape_of(config: Mapping, where: str) -> tuple[int, int]:
+    """The [group_n, group_k] a checkpoint's block-FP8 weights are quantized with (from
+    `weight_block_size`, quant_method "fp8", or the weights' `block_structure`, quant_method
+    "compressed-tensors"; module doc).
+
+    Raises:
+        ValueError: one line: no quantization_config (BF16/FP16), per-tensor, per-channel or
+            per-group FP8, static activations, another quant_method, or a malformed one.
+    """
+    quant = config.get("quantization_config")
+    if not isinstance(quant, Mapping):
+        raise ValueError(
+            f"{where}: no quantization_config object (an unquantized BF16/FP16 checkpoint): "
+            + _NOTHING
+        )
+    method = quant.get("quant_method")
+    if method == "fp8" and quant.get("weight_block_size") is None:
+        raise ValueError(
+            f"{where}: quant_method 'fp8' without weight_block_size is per-tensor FP8: {_NOTHING}"
+        )
+    if method == "fp8" and quant.get("activation_scheme", "dynamic") != "dynamic":
+        raise ValueError(f"{where}: weight_block_size without dynamic activations: vLLM refuses it")
+    if method == "fp8":
+        return _two_ints(quant["weight_block_size"], "quantization_config.weight_block_size", where)
+    groups = quant.get("config_groups")
+    if method != "compressed-tensors" or not isinstance(groups, Mapping) or not groups:
+        raise ValueError(
+            f"{where}: quant_method {method!r:.40} is not block FP8 (only 'fp8' with "
+            "weight_block_size and 'compressed-tensors' with block config_groups are)"
+        )
+    blocks = {_group_block(g, f"config_groups.{name}"[:60], where) for name, g in groups.items()}
+    if len(blocks) != 1:
+        raise ValueError(f"{where}: config_groups have several block_structures {sorted(blocks)}")
+    return blocks.pop()

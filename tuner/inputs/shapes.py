@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from tuner.inputs.devices import did_you_mean
 from tuner.kernels.family import KernelFamily
 from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, get_family
 from tuner.kernels.shape import Shape, positive
@@ -222,9 +221,7 @@ def _read(model: str) -> _ShapesDoc:
     path = user_shapes_dir() / f"{model}.toml"
     if not MODEL_KEY_RE.fullmatch(model) or not path.is_file():
         known = known_models()
-        raise UnknownModelError(
-            f"unknown model '{model}'{did_you_mean(model, known)}; known: {', '.join(known)}"
-        )
+        raise UnknownModelError(f"unknown model '{model}'; known: {', '.join(known)}")
     try:
         text = path.read_bytes().decode("utf-8")
     except OSError as exc:
@@ -268,15 +265,8 @@ def load_shapes(model: str, tp: int | None = None) -> ModelShapes:
         raise UnknownModelError(
             f"model '{model}' has no shapes for TP {tp}; listed: {', '.join(map(str, sizes))}"
         )
-    source, groups = doc.entries[tp]
     return ModelShapes(
-        model=doc.model,
-        description=doc.description,
-        tp=tp,
-        block_shape=doc.block_shape,
-        source=source,
-        groups=groups,
-        model_type=doc.model_type,
+        doc.model, doc.description, tp, doc.block_shape, *doc.entries[tp], doc.model_type
     )
 
 

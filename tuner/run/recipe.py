@@ -37,37 +37,23 @@ IMAGE_PYTHON = "3.12"
 IMAGE_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux2014_x86_64")
 
 
-def wheels_lines(image: str, indent: str = "") -> list[str]:
+def wheels_lines(indent: str = "") -> list[str]:
     """Comment lines saying how to fill the wheels folder once, for the image's Python and
     platform: `pip wheel` of the tuner alone (pure Python), then `pip download
-    --only-binary=:all:` of its dependencies for CPython `IMAGE_PYTHON` on `IMAGE_PLATFORMS`;
-    or everything built inside the image. Why: wheels built by another Python (3.11 gives
-    cp311 psycopg-binary, pydantic-core, SQLAlchemy, numpy) do not install in the image, and
-    `pip install --no-index` then finds no match.
+    --only-binary=:all:` of its dependencies for CPython `IMAGE_PYTHON` on `IMAGE_PLATFORMS`
+    (wheels built by another Python, e.g. 3.11's cp311 psycopg-binary or pydantic-core, do not
+    install in the image: `pip install --no-index` finds no match).
 
     Args:
-        image: the serving image, named in the commands.
         indent: put after each line's "#" (a numbered step's indent).
     """
     platforms = " ".join(f"--platform {p}" for p in IMAGE_PLATFORMS)
-    check = shlex.join(
-        ["docker", "run", "--rm", "--entrypoint", "python3", image, "-c"]
-        + ["import sys, sysconfig; print(sys.version.split()[0], sysconfig.get_platform())"]
-    )
-    image_word = shlex.quote(image)
     lines = [
-        " The wheels folder, once, on a host with a package index, built for the image's "
-        "Python and platform:",
-        f" CPython {IMAGE_PYTHON} on glibc x86_64 in vLLM's image (check: {check}).",
-        " Wheels built by another Python (3.11: cp311 psycopg-binary, pydantic-core, ...) do "
-        "not install",
-        ' there: pip install --no-index stops with "No matching distribution found".',
+        f" The wheels folder, once, on a host with a package index, for the image's CPython "
+        f"{IMAGE_PYTHON} on glibc x86_64:",
         "   pip wheel --no-deps -w wheels <tuner source>",
         f"   pip download --only-binary=:all: --python-version {IMAGE_PYTHON} {platforms} "
         f"--find-links wheels -d wheels 'blockfp8-tuner[postgres]=={__version__}'",
-        " or build them all inside the image (it needs a package index there):",
-        f'   docker run --rm -v "$PWD:/out" -v <tuner source>:/src:ro --entrypoint pip '
-        f"{image_word} wheel -w /out/wheels '/src[postgres]'",
     ]
     return [f"#{indent}{line}" for line in lines]
 
@@ -102,8 +88,6 @@ class SweepRecipe:
         for name, value in (("image", self.image), ("device", self.device), ("model", self.model)):
             if not value or any(ch.isspace() for ch in value):
                 raise ValueError(f"--{name} must be one word, got {value!r}")
-        if self.nodes < 1 or self.gpus < 1:
-            raise ValueError("--nodes and --gpus must be at least 1")
 
     def _sweep_args(self) -> list[str]:
         args = ["--device", self.device, "--model", self.model]
@@ -120,17 +104,11 @@ class SweepRecipe:
     def docker(self) -> str:
         """One `docker run --gpus all` line: install, `tuner doctor`, then `tuner sweep` with
         vLLM's kernels against the store (a mounted SQLite folder, or `db` via the variable)."""
-        store = f"sqlite:///{STORE_DIR}/tuner.db" if self.db is None else None
-        script = " && ".join(
-            [
-                self.install(),
-                shlex.join(["tuner", "doctor"])
-                + " ; "
-                + shlex.join(["tuner", "sweep", *self._sweep_args(), "--kernel", "vllm"]),
-            ]
-        )
+        sweep = shlex.join(["tuner", "sweep", *self._sweep_args(), "--kernel", "vllm"])
+        script = f"{self.install()} && tuner doctor ; {sweep}"
         argv = "docker run --rm --gpus all --ipc=host -v $PWD/wheels:/wheels:ro".split()
-        if store is not None:
+        if self.db is None:
+            store = f"sqlite:///{STORE_DIR}/tuner.db"
             argv += ["-v", f"$PWD/tuner-store:{STORE_DIR}", "-e", f"{DB_VARIABLE}={store}"]
         else:
             argv += ["-e", DB_VARIABLE]  # passed from the caller's environment, not the line
@@ -147,17 +125,12 @@ class SweepRecipe:
     def container(self) -> dict:
         """The Job's container: the image running `tuner worker` with vLLM's kernels, after the
         install, the store's URL from the Secret."""
-        script = " && ".join(
-            [
-                self.install(),
-                shlex.join(["tuner", "worker", "--device", self.device, "--kernel", "vllm"]),
-            ]
-        )
+        worker = shlex.join(["tuner", "worker", "--device", self.device, "--kernel", "vllm"])
         secret = {"secretKeyRef": {"name": self.secret, "key": "url"}}
-        container = {
+        return {
             "name": "tuner-worker",
             "image": self.image,
-            "command": ["bash", "-c", script],
+            "command": ["bash", "-c", f"{self.install()} && {worker}"],
             "env": [{"name": DB_VARIABLE, "valueFrom": secret}],
             "resources": {"limits": {"nvidia.com/gpu": self.gpus}},
             "volumeMounts": [
@@ -165,7 +138,6 @@ class SweepRecipe:
                 {"name": "shm", "mountPath": "/dev/shm"},
             ],
         }
-        return container
 
     def job(self) -> dict:
         """The Indexed Job: `nodes` pods, one per node (required anti-affinity on the node
@@ -220,26 +192,17 @@ class SweepRecipe:
         device = shlex.quote(self.device)
         head = [
             "# 1. The store's URL (PostgreSQL, reachable from the pods and from here), with "
-            "its password, in this shell,",
-            "#    then as a Secret (the URL is never written into this file):",
+            "its password, as a Secret:",
             f"#   export {DB_VARIABLE}='{masked_db}'",
             f'#   kubectl create secret generic {self.secret} --from-literal=url="${DB_VARIABLE}"',
-            "# 2." + wheels_lines(self.image)[0][1:],
-            *wheels_lines(self.image, "   ")[1:],
-            f"#    then copy the folder into the PersistentVolumeClaim {self.wheels_claim} "
-            "(e.g. kubectl cp wheels <a pod mounting it>:/wheels).",
-            f"# 3. The image: the Job runs {self.image} as it is (the tuner comes from the "
-            "wheels); from a private",
-            f"#    registry: docker tag {shlex.quote(self.image)} <registry>/<name> && docker "
-            "push <registry>/<name>, and set image: below.",
-            "# 4. The sweep and its tasks, created once inside the image (vLLM's kernels), "
-            "from here:",
+            "# 2." + wheels_lines()[0][1:],
+            *wheels_lines("   ")[1:],
+            f"#    then copy the folder into the PersistentVolumeClaim {self.wheels_claim}.",
+            "# 3. The sweep and its tasks, created once inside the image, from here:",
             f"#   {inside}",
-            "# 5. kubectl apply -f this file; kubectl wait --for=condition=complete "
+            "# 4. kubectl apply -f this file; kubectl wait --for=condition=complete "
             f"--timeout=24h job/{self.job_name()}",
-            f'# 6. The results, from the same store: tuner status --db "${DB_VARIABLE}"; '
-            f'tuner publish --device {device} --db "${DB_VARIABLE}";',
-            f'#    tuner serve --db "${DB_VARIABLE}" (or tuner export --device {device} '
-            f'--out configs/ --db "${DB_VARIABLE}").',
+            f'# 5. The results: tuner status --db "${DB_VARIABLE}"; tuner publish --device '
+            f'{device} --db "${DB_VARIABLE}"; tuner serve --db "${DB_VARIABLE}".',
         ]
         return "\n".join(head + dump_yaml(self.job())) + "\n"

@@ -25,7 +25,6 @@ from tuner.core import (
     ComparisonStatus,
     OutDtype,
     TrialStatus,
-    geomean,
     is_device_name,
     minor_of,
     triton_minor,
@@ -137,11 +136,3 @@ def test_triton_minor(version: str, minor: tuple[int, int] | None) -> None:
 def test_the_kernels_record_the_sha256_of_their_source_text() -> None:
     text = "@triton.jit\ndef k(x):  # \u00e9\n    pass\n"
     assert kernel_source_hash(text) == hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def test_geomean() -> None:
-    assert geomean([2.0, 8.0]) == pytest.approx(4.0) and geomean([1.5]) == pytest.approx(1.5)
-    assert geomean([0.5, 2.0, 1.0]) == pytest.approx(1.0)
-    for bad in ([1.0, 0.0], []):
-        with pytest.raises(ValueError):
-            geomean(bad)

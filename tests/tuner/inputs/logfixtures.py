@@ -19,12 +19,6 @@ def vllm_name(N: int, K: int, device: str = "NVIDIA_L20") -> str:
     return f"N={N},K={K},device_name={device},dtype=fp8_w8a8,block_shape=[128,128].json"
 
 
-# A DeepSeek-V3 log at TP 8 on H200 whose shapes the packaged deepseek-v3 TP 8 lacks in part:
-# vLLM 0.33 fuses q_a_proj and kv_a_proj_with_mqa (N = 1536 + 512 + 64 = 2112), which vLLM's
-# benchmark list (the packaged file's source) does not have.
-DSV3_TP8 = [(2112, 7168), (3072, 1536), (4096, 512), (7168, 2048)]
-
-
 def non_default_args(model: str, tp: int | None) -> str:
     """vLLM's start-up line (log_non_default_args, vllm/entrypoints/utils.py): a dict repr of
     the arguments that differ from the defaults; TP 1 is the default and is left out."""

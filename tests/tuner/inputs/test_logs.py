@@ -1,10 +1,9 @@
-"""Server logs: the missing block-FP8 config files vLLM and SGLang warn about, nothing else; the
-shapes they ask for and the next step (the packaged model that covers them, or saving them)."""
+"""Server logs: the missing block-FP8 config files vLLM and SGLang warn about, nothing else (what
+`tuner shapes from-log` prints and saves of them: tests/cli/test_moe_shapes_cli.py)."""
 
 from __future__ import annotations
 
 import gzip
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from tests.tuner.inputs.logfixtures import (
     vllm_log,
     vllm_name,
 )
-from tuner.inputs.logs import log_shapes, next_step, read_log, save_problem, scan_lines
+from tuner.inputs.logs import read_log, scan_lines
 
 
 def dense(scan) -> list[tuple[int, int, tuple[int, int] | None]]:
@@ -31,9 +30,7 @@ def test_vllm_log_with_ranks_moe_noise_crlf_and_gzip(tmp_path: Path) -> None:
     assert dense(scan) == [(N, K, (128, 128)) for N, K in QWEN_TP2]
     assert scan.warnings == 2 * 2 * 5  # twice, two ranks, five shapes
     assert (scan.device_names, scan.tp, scan.model) == (["NVIDIA_L20"], 2, "Qwen/Qwen3.8-27B-FP8")
-    first = scan.files["dense"][0]
-    assert (first.engine, first.folder) == ("vllm", VLLM_DIR)
-    assert first.path == f"{VLLM_DIR}/{vllm_name(7168, 5120)}"
+    assert scan.files["dense"][0].path == f"{VLLM_DIR}/{vllm_name(7168, 5120)}"
     assert [(s.param("E"), s.N, s.block_shape) for s in scan.shapes_of("moe")] == [
         (128, 768, (128, 128))
     ]
@@ -47,7 +44,7 @@ def test_sglang_log_spaced_block_shape(tmp_path: Path) -> None:
     assert dense(scan) == [(24576, 1536, block), (576, 7168, block), (7168, 2048, block)]
     assert (scan.warnings, scan.device_names) == (24, ["NVIDIA_H20-3e"])
     assert (scan.tp, scan.model) == (8, "deepseek-ai/DeepSeek-V3")
-    assert {(m.engine, m.folder) for m in scan.files["dense"]} == {("sglang", SGLANG_DIR)}
+    assert scan.files["dense"][0].path.startswith(f"{SGLANG_DIR}/N=24576,K=1536,")
 
 
 def test_tp_and_model_from_vllm_non_default_args_alone() -> None:
@@ -75,11 +72,9 @@ def test_int8_and_unparseable_names_are_skipped() -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (b"  \r\n\n", "empty file, not a server log"),
-        (b"\x7fELF\x02\x01\x01\x00\x00\x00binary", "binary file, not a text log"),
         (b"\x1f\x8b\x08\x00\x00\x00\x00\x00", "truncated gzip file"),
         (None, "cannot read: No such file or directory"),
-        ("folder", "is a folder, not a log file"),
+        ("folder", "cannot read: Is a directory"),
     ],
 )
 def test_bad_log_files_are_one_line(tmp_path: Path, content, message: str) -> None:
@@ -89,50 +84,3 @@ def test_bad_log_files_are_one_line(tmp_path: Path, content, message: str) -> No
     with pytest.raises(ValueError) as raised:
         read_log(path)
     assert str(raised.value) == f"{path}: {message}"
-
-
-MOE_LINE = (
-    "the log names fused-MoE expert shape(s) by E, N only, not their rows [E, N, K, top_k]: "
-    "derive them with `tuner shapes from-config config.json --tp {tp} --save NAME`"
-)
-LOG = Path("logs/serve 1.log")
-
-
-def _scan(shapes):
-    return scan_lines(vllm_log(shapes=shapes, model="acme/Odd-7B-FP8", tp=2).splitlines())
-
-
-def test_the_next_step_is_the_covering_model(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("TUNER_SHAPES_DIR", str(tmp_path / "shapes"))
-    scan = _scan(QWEN_TP2)
-    found = log_shapes(scan, None)
-    assert (found.tp, found.block_shapes, found.engines, found.whole) == (
-        2,
-        [(128, 128)],
-        ["vllm"],
-        ["dense"],
-    )
-    assert found.keys() == {"dense": QWEN_TP2, "moe": [(128, 768)]}
-    step = next_step(scan, found, LOG)
-    assert step == replace(
-        step,
-        lines=(MOE_LINE.format(tp=2), "these are shapes of model 'qwen3.8-27b' TP 2; next:"),
-        model="qwen3.8-27b",
-        tp=2,
-        sglang=False,
-    )
-    # Saving first, with the quoted path and a --tp that differs from the log's:
-    # tests/cli/test_cli_serving.py.
-
-
-def test_save_needs_a_tp_one_block_shape_and_whole_shapes():
-    found = log_shapes(_scan(QWEN_TP2), None)
-    assert save_problem(found, "x") is None
-    assert save_problem(replace(found, tp=None), "x") == (
-        "the log does not state the tensor-parallel size: pass --tp with --save"
-    )
-    assert save_problem(replace(found, block_shapes=[(64, 64), (128, 128)]), "x") == (
-        "the log has shapes of several block_shapes; a shapes entry has one"
-    )
-    moe_only = replace(found, shapes={"moe": found.shapes["moe"]})
-    assert save_problem(moe_only, "x") == MOE_LINE.format(tp=2).replace("NAME", "x")

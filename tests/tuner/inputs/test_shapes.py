@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from tuner.inputs.logs import find_covering, free_model_key
 from tuner.inputs.shapes import (
     ShapesFileError,
     UnknownModelError,
@@ -72,11 +71,6 @@ def test_save_keeps_moe_lines() -> None:
     )
     assert load_shapes("qmoe", 2).of(MOE.name) == (expert_shape(128, 384, 2048, 8),)
     assert load_shapes("qmoe", 1).pairs() == ()
-    assert find_covering({"moe": {(128, 384)}}, (128, 128), None) == [
-        ("qmoe", 2),
-        ("qwen3-30b-a3b-fp8", 2),
-    ]
-    assert find_covering({"dense": {(1280, 2048)}, "moe": {(128, 768)}}, (128, 128), None) == []
     with pytest.raises(ValueError, match="shapes must be a non-empty list"):
         save("qmoe", 4, [])
 
@@ -97,12 +91,6 @@ def test_packaged_model_wins_over_a_user_file() -> None:
     )
     assert load_shapes("tiny", 1).pairs() == ((256, 384), (576, 256))
     assert known_models().count("tiny") == 1
-
-
-def test_find_covering() -> None:
-    wanted = {"dense": {(7168, 5120), (8192, 5120)}}
-    assert find_covering(wanted, (128, 128), 2) == [("qwen3.8-27b", 2)]
-    assert find_covering(wanted, (128, 128), 4) == find_covering(wanted, (64, 64), None) == []
 
 
 GOOD = 'model = "bad-file"\nblock_shape = [128, 128]\n[tp.1]\nsource = "x"\nshapes = [[1, 2]]\n'
@@ -141,8 +129,8 @@ def test_unknown_models_and_tp_sizes_list_the_known_ones() -> None:
     save("zeta", 1)
     with pytest.raises(UnknownModelError) as unknown:
         load_shapes("qwen3.8-27B")
-    assert str(unknown.value).strip("'") == (
-        "unknown model 'qwen3.8-27B' (did you mean 'qwen3.8-27b'?); known: bin, deepseek-v3, "
+    assert str(unknown.value) == (
+        "unknown model 'qwen3.8-27B'; known: bin, deepseek-v3, "
         "qwen3-30b-a3b-fp8, qwen3.8-27b, tiny, tiny-moe, zeta"
     )
     with pytest.raises(UnknownModelError):
@@ -150,13 +138,6 @@ def test_unknown_models_and_tp_sizes_list_the_known_ones() -> None:
     with pytest.raises(UnknownModelError, match="choose one with --tp"):
         load_shapes("deepseek-v3")
     assert load_shapes("qwen3.8-27b").tp == 2  # the only TP listed
-
-
-def test_free_model_key() -> None:
-    assert free_model_key("Qwen/Qwen3.8-27B-FP8") == "qwen3.8-27b-fp8"
-    assert free_model_key("/models/My Model/") == "my-model"
-    assert free_model_key("///") == "model"
-    assert free_model_key("deepseek-ai/DeepSeek-V3") == "deepseek-v3-log"  # packaged
 
 
 def test_the_model_type_vllms_selection_reads_is_kept_and_checked() -> None:
