@@ -90,10 +90,9 @@ def read_mounts(
                 server=str(query.server or request.base_url).rstrip("/"),
                 release=release_entry(release_of(session, device_name, query.release)),
                 engine=query.engine,
-                site_packages=mounts.check_site_packages(site_packages),
+                site_packages=site_packages,
                 engine_version_=query.engine_version,
                 triton_version=query.triton_version,
-                triton_from="as asked",
             )
         read = query.files(session, device_name, settings)
         if not read.files.files:
@@ -104,7 +103,7 @@ def read_mounts(
         return mounts.render_mounts(
             mounts.store_request(
                 read,
-                (query.triton_version, "as asked"),
+                query.triton_version,
                 engine=query.engine,
                 host_dir=query.host_dir,
                 site_packages=site_packages,

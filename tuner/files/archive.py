@@ -13,7 +13,7 @@ from tuner.files.engine_folders import (
     folder_history,
 )
 from tuner.files.merge import DeviceFiles
-from tuner.files.mounts import wrapped_advice
+from tuner.inputs.backends import device_advice
 from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
 from tuner.kernels.registry import family_of_part
@@ -127,7 +127,7 @@ def build_zip(
     if engine == "sglang":
         lines += ["", _sglang_how_to()]
     else:
-        advice = wrapped_advice(device_name, [compute_capability or ""], 92)
+        advice = device_advice(device_name, [compute_capability or ""]).lines()
         lines += ["", "Does vLLM read them", *advice, "", _HOW_TO]
     entries = {f.file_name: f.merged.text for f in device_files.files}
     entries["README.txt"] = "\n".join([*lines, "Files", *_files_section(device_files)]) + "\n"
