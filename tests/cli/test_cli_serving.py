@@ -1,8 +1,7 @@
 """CLI for serving engineers: shapes from a log or a config.json, import, export for SGLang,
 mounts and status; bad files are one line on stderr, exit code 2, store unchanged. Files for the
 engine release the user serves with: `tuner mounts --engine-version` and `--triton-version` put
-files in the folders that release reads, and `tuner export --engine sglang` names the entries
-SGLang rewrites as it reads them."""
+files in the folders that release reads."""
 
 from __future__ import annotations
 
@@ -134,7 +133,7 @@ def test_an_unknown_device_or_bad_configs_file_changes_nothing(tmp_path: Path, d
     assert "for NVIDIA_L20 (file named for NVIDIA_H200) as 'imported'" in moved.stdout
 
 
-def test_export_merges_imports_spells_for_sglang_and_flags_what_it_rewrites(tmp_path, db) -> None:
+def test_export_merges_imports_and_spells_for_sglang(tmp_path, db) -> None:
     fill(db, PLAN, m_values=(1, 16))
     shipped = tmp_path / config_file_name(576, 7168, "NVIDIA_L20")
     shipped.write_text(dump_config_file({1: SLOW, 2048: SLOW}))
@@ -150,18 +149,6 @@ def test_export_merges_imports_spells_for_sglang_and_flags_what_it_rewrites(tmp_
     # The merge's notes: tests/api/test_writes.py; export prints them.
     assert "M=1: measured winner replaces the entry imported from" in flat(result.stdout)
     assert "a sweep against SGLang's kernel is the exact answer" in result.stderr
-    # Entries SGLang rewrites as it reads them are flagged, for its release (the rule:
-    # tests/tuner/files/test_engine_folders.py).
-    amd = tmp_path / config_file_name(576, 7168, "AMD_Instinct_MI300X")
-    amd.write_text(dump_config_file({1: {**FAST, "BLOCK_SIZE_K": 64}, 16: FAST}))
-    ok("import", str(amd), "--db", db, "--no-check", "--no-publish")
-    export = f"export --device AMD_Instinct_MI300X --out {tmp_path / 'amd'} --db {db}".split()
-    flagged = (
-        f"warning: SGLang 0.5.23 rewrites {engine_file_name(amd.name, 'sglang')} as it reads it"
-    )
-    assert flagged in ok(*export, "--engine", "sglang").stderr
-    assert "warning:" not in ok(*export, "--engine", "sglang", "--engine-version", "0.5.11").stderr
-    assert "rewrites" not in ok(*export).stderr
 
 
 def test_mounts_from_the_store(db) -> None:

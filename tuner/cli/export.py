@@ -1,11 +1,9 @@
 """`tuner export`, `tuner winners` and `tuner publish`: the store's winners as vLLM files, as a
 table, and frozen as a release; the options shared by the commands that hand files to a serving
-engine (`--engine-version`, `--triton-version`) and the entries SGLang rewrites as it reads a
-file."""
+engine (`--engine-version`, `--triton-version`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,7 +23,7 @@ from tuner.cli.store import device_in_store, open_db, store_files
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
 from tuner.files.device import MergeError, StoreFiles, imported_files_summary, read_device
-from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS, sglang_clamp_lines
+from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS
 from tuner.files.merge import DeviceFiles, entries_left_out, write_files_atomically
 from tuner.files.release import NothingToPublish, publish
 from tuner.kernels.config import KernelConfig
@@ -54,8 +52,7 @@ EngineVersionOpt = Annotated[
     typer.Option(
         "--engine-version",
         help="The engine's release in the serving image, which decides its "
-        'config folders and what it rewrites on read (python3 -c "import sglang; '
-        'print(sglang.__version__)") [default: vLLM '
+        'config folders (python3 -c "import sglang; print(sglang.__version__)") [default: vLLM '
         f"{DEFAULT_ENGINE_VERSIONS['vllm']}, SGLang {DEFAULT_ENGINE_VERSIONS['sglang']}].",
     ),
 ]
@@ -67,19 +64,6 @@ TritonVersionOpt = Annotated[
         "files go to configs/triton_3_8_0/ [default: the Triton the files were tuned with].",
     ),
 ]
-
-
-def clamp_lines(
-    device_name: str,
-    version: str | None,
-    files: Iterable[tuple[str, Mapping[int, Mapping[str, int]]]],
-) -> list[str]:
-    """The lines of `tuner.files.engine_folders.sglang_clamp_lines`, a bad `--engine-version`
-    one line and exit 2."""
-    try:
-        return sglang_clamp_lines(files, device_name, version)
-    except ValueError as exc:
-        raise fail(str(exc)) from None
 
 
 NoPublishOpt = Annotated[
@@ -150,15 +134,12 @@ def export(
     allow_stale: AllowStaleOpt = False,
     kernel: TrialsKernelOpt = "auto",
     db: DbOpt = None,
-    engine_version: EngineVersionOpt = None,
 ) -> None:
     """Write one vLLM config file per (N, K) of a device from the winners in the store.
 
     Winners come from trials of the current kernel source and Triton major.minor only, unless
     --allow-stale. Entries imported with `tuner import` fill M that have no measured winner;
-    measured winners beat them, and the notes say which M came from an import. With --engine
-    sglang, one line per file names the entries SGLang rewrites as it reads them (BLOCK_SIZE_K
-    raised to block_k).
+    measured winners beat them, and the notes say which M came from an import.
     """
     out_folder(out)
     store, device_name = device_store(db, device)
@@ -174,14 +155,9 @@ def export(
     )
     result = read.explained()
     typer.echo(source_line(read, allow_stale), err=True)
-    sglang = engine_name == "sglang"
-    if sglang:
+    if engine_name == "sglang":
         typer.echo(f"note: {SGLANG_NOTE}", err=True)
     _write(result, out)
-    if sglang:
-        files = [(f.file_name, f.merged.configs) for f in result.files]
-        for line in clamp_lines(device_name, engine_version, files):
-            typer.echo(f"warning: {line}", err=True)
     _say_left_out(result, device_name, read.stale_skips)
 
 
