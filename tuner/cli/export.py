@@ -230,20 +230,15 @@ def winners(
     the fastest checked config; where several sweeps tuned an (N, K, M), the decision made
     last (latencies of different runs are not compared); from trials of the current kernel
     source and Triton major.minor only, unless --allow-stale. GB/s and TFLOP/s are in the
-    report (GET /devices/{device_name}/report). A device with
-    imported files only (`tuner import`, never swept) has no winners: one line says so and how
-    to see its files.
+    report (GET /devices/{device_name}/report). A device with imported files only has no
+    winners: one line says so.
     """
     _, store = open_db(db, must_exist=True, read_only=True)
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
         if device_name not in list_device_names(session):  # imported files only: no winner
             files = imported_files_summary(list_imports(session, device_name=device_name))
-            return plain(
-                f"{device_name}: no winners, it has only imported files ({files}), never swept "
-                f"here; `tuner export --device {device_name} --out DIR` writes them with a note "
-                f"per entry, GET /devices/{device_name}/imports lists them"
-            )
+            return plain(f"{device_name}: no winners, only imported files ({files})")
         view = read_device(
             session, device_name, allow_stale=allow_stale, out_dtype=out_dtype and out_dtype.value
         )
@@ -257,21 +252,6 @@ def winners(
     columns += [Column("spread_us", optional=True)]
     cells = [_winner_cells(row, kernels=kernels) for row in rows]
     print_table(console, columns, cells, title=device_name)
-    for line in (view.scope.note(device_name), runs_summary(rows)):
-        if line is not None:
-            typer.echo(line, err=True)
-
-
-def runs_summary(rows) -> str | None:
-    """One line naming the sweeps whose winners (`db.views.WinnerRow`s) were set aside for a
-    later sweep's (per (N, K, M), the decision made last stands), or None when no key has
-    several."""
-    aside = sorted({sweep for row in rows for sweep in row.other_sweeps})
-    if not aside:
-        return None
-    keys = sum(bool(row.other_sweeps) for row in rows)
-    return (
-        f"note: {keys} (N, K, M) were tuned by several sweeps; each shows the winner decided "
-        f"last (else the newest sweep's), not the lowest latency across runs; set aside: "
-        f"sweep(s) {', '.join(map(str, aside))} (`tuner verify` re-times interleaved)"
-    )
+    note = view.scope.note(device_name)
+    if note is not None:
+        typer.echo(note, err=True)

@@ -53,26 +53,16 @@ from tuner.kernels.source import vllm_version
 
 SitePackagesOpt = Annotated[
     str | None,
-    typer.Option(
-        help="The engine's site-packages folder in the container [default: vLLM image "
-        f"{DEFAULT_SITE_PACKAGES['vllm']}; SGLang image {DEFAULT_SITE_PACKAGES['sglang']}].",
-    ),
+    typer.Option(help="The engine's site-packages in the container [default: its usual image's]."),
 ]
 FormatOpt = Annotated[
     MountFormat,
     typer.Option(
-        "--format",
-        help="docker run flags, a compose volumes list, a Kubernetes ConfigMap and mounts; or "
-        "k8s-pull / compose-pull: `tuner pull` of a release from --server into a volume "
-        "before the engine starts.",
+        "--format", help="Mounts; or (-pull) a recipe that runs `tuner pull` before the engine."
     ),
 ]
 ServerOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="With k8s-pull or compose-pull: the tuner service's URL as the pods reach it; it "
-        "must serve this store."
-    ),
+    str | None, typer.Option(help="-pull: the tuner service's URL as the pods reach it.")
 ]
 ReleaseOpt = Annotated[
     int | None, typer.Option("--release", min=1, help="The release [default: the newest].")
@@ -189,10 +179,7 @@ def serve(
     create_store: Annotated[
         bool,
         typer.Option(
-            "--create-store",
-            help="Create an empty store when the SQLite file does not exist (a fresh volume of "
-            "the service's image); without it a missing store is refused, as `tuner status` "
-            "refuses it.",
+            "--create-store", help="Create an empty store where the SQLite file is absent."
         ),
     ] = False,
 ) -> None:
@@ -273,19 +260,9 @@ def server_url(server: str) -> str:
 PullServerOpt = Annotated[
     str, typer.Option("--server", help="The tuner service's URL, e.g. http://tuner:8000.")
 ]
-OutOpt = Annotated[
-    Path,
-    typer.Option(
-        help="The folder to fill; files of the previous pull that the release no longer has "
-        "are removed."
-    ),
-]
+OutOpt = Annotated[Path, typer.Option(help="The folder to fill (the previous pull's files go).")]
 StrictOpt = Annotated[
-    bool,
-    typer.Option(
-        "--strict",
-        help="Exit 1 (writing nothing) when the Triton or vLLM here differs from the release's.",
-    ),
+    bool, typer.Option("--strict", help="Exit 1 when the Triton or vLLM here is not the release's.")
 ]
 
 
