@@ -22,7 +22,6 @@ from tuner.cli.store import open_db
 from tuner.core import FP8_DTYPE
 from tuner.files.device import target_device
 from tuner.files.format import (
-    MAX_FILE_BYTES,
     ParsedFile,
     coverage_summary,
     parse_file_for_import,
@@ -91,8 +90,6 @@ def _read(paths: list[Path]) -> tuple[list[tuple[Path, ParsedFile]], list[tuple[
     parsed = []
     for path in files:
         try:
-            if path.stat().st_size > MAX_FILE_BYTES:
-                raise ValueError(f"{path}: more than {MAX_FILE_BYTES} bytes: not a config file")
             parsed.append((path, parse_file_for_import(path.name, path.read_bytes(), str(path))))
         except OSError as exc:
             raise fail(f"{path}: cannot read: {exc.strerror or exc}") from None

@@ -103,9 +103,8 @@ def release_tuned(release: Mapping[str, Any], key: str) -> list[str]:
     """One field of each environment in a release summary's `tuned_with` ("" where absent):
     the GPU names ("gpu_name") or compute capabilities ("compute_capability", for
     `tuner.inputs.backends.device_advice`) its winners were timed on."""
-    summary = found if isinstance(found := release.get("summary"), Mapping) else {}
-    tuned = found if isinstance(found := summary.get("tuned_with"), list) else []
-    return [str(e.get(key) or "") for e in tuned if isinstance(e, Mapping)]
+    tuned = (release.get("summary") or {}).get("tuned_with") or []
+    return [str(e.get(key) or "") for e in tuned]
 
 
 def engine_bytes(file_name: str, body: bytes, engine: str) -> bytes:
