@@ -13,7 +13,6 @@ from api.deps import KnownDevice, MergeQuery, SessionDep, SettingsDep
 from api.routes.releases import release_of
 from api.schemas import MAX_INT32, EngineName
 from tuner.files import mounts
-from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS
 from tuner.files.pull import release_entry, render_pull_recipe
 
 router = APIRouter(prefix="/devices", tags=["mounts"])
@@ -22,41 +21,25 @@ router = APIRouter(prefix="/devices", tags=["mounts"])
 class MountQuery(MergeQuery):
     """The query of GET /devices/{d}/mounts, as `tuner mounts` takes its options."""
 
-    format: mounts.MountFormat = Field(
-        "docker",
-        description="docker (run flags), compose (volumes), k8s (a ConfigMap and mounts), or "
-        "k8s-pull / compose-pull (`tuner pull` of a release into a volume first).",
-    )
+    format: mounts.MountFormat = Field("docker", description="Mounts, or (-pull) a pull recipe.")
     engine: EngineName = Field("vllm", description="The engine whose folders the files go to.")
     site_packages: str | None = Field(
-        None,
-        max_length=512,
-        description="The engine's site-packages in the container (default: the usual image's).",
+        None, max_length=512, description="The engine's site-packages in the container."
     )
     host_dir: str = Field(
-        mounts.DEFAULT_HOST_DIR,
-        max_length=512,
-        description="Host folder holding the exported files.",
+        mounts.DEFAULT_HOST_DIR, max_length=512, description="Host folder of the files."
     )
     engine_version: str | None = Field(
-        None,
-        max_length=64,
-        description="The engine release in the image, which decides its config folders "
-        f"(default: vLLM {DEFAULT_ENGINE_VERSIONS['vllm']}, SGLang "
-        f"{DEFAULT_ENGINE_VERSIONS['sglang']}).",
+        None, max_length=64, description="The engine's release in the image (its folders)."
     )
     triton_version: str | None = Field(
-        None,
-        max_length=64,
-        description="SGLang: the image's Triton, whose folder gets the fused-MoE files "
-        "(default: the one the files were tuned with).",
+        None, max_length=64, description="SGLang: the image's Triton (its fused-MoE folder)."
     )
     server: AnyHttpUrl | None = Field(
-        None,
-        description="-pull: the service's URL as the pods reach it (default: this request's).",
+        None, description="-pull: the service's URL as the pods reach it (default: this one's)."
     )
     release: int | None = Field(
-        None, ge=1, le=MAX_INT32, description="-pull: the release to pin (default: the latest)."
+        None, ge=1, le=MAX_INT32, description="-pull: the release [default: the latest]."
     )
 
 
@@ -90,10 +73,9 @@ def read_mounts(
                 server=str(query.server or request.base_url).rstrip("/"),
                 release=release_entry(release_of(session, device_name, query.release)),
                 engine=query.engine,
-                site_packages=mounts.check_site_packages(site_packages),
+                site_packages=site_packages,
                 engine_version_=query.engine_version,
                 triton_version=query.triton_version,
-                triton_from="as asked",
             )
         read = query.files(session, device_name, settings)
         if not read.files.files:
@@ -104,7 +86,7 @@ def read_mounts(
         return mounts.render_mounts(
             mounts.store_request(
                 read,
-                (query.triton_version, "as asked"),
+                query.triton_version,
                 engine=query.engine,
                 host_dir=query.host_dir,
                 site_packages=site_packages,

@@ -125,6 +125,5 @@ def test_serve_on_a_busy_port(tmp_path: Path) -> None:
         result = invoke(*f"serve --port {port} --db sqlite:///{tmp_path}/t.db".split())
     one_line_error(
         result,
-        f"port {port} on 127.0.0.1 is in use (another tuner serve?): pass a free --port, or stop "
-        "the server that holds it",
+        f"cannot listen on 127.0.0.1:{port}: Address already in use",
     )

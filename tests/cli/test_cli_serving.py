@@ -1,8 +1,7 @@
 """CLI for serving engineers: import, export for SGLang,
 mounts and status; bad files are one line on stderr, exit code 2, store unchanged. Files for the
 engine release the user serves with: `tuner mounts --engine-version` and `--triton-version` put
-files in the folders that release reads, and `tuner export --engine sglang` names the entries
-SGLang rewrites as it reads them."""
+files in the folders that release reads."""
 
 from __future__ import annotations
 
@@ -60,7 +59,7 @@ def test_an_unknown_device_or_bad_configs_file_changes_nothing(tmp_path: Path, d
     assert "for NVIDIA_L20 (file named for NVIDIA_H200) as 'imported'" in moved.stdout
 
 
-def test_export_merges_imports_spells_for_sglang_and_flags_what_it_rewrites(tmp_path, db) -> None:
+def test_export_merges_imports_and_spells_for_sglang(tmp_path, db) -> None:
     fill(db, PLAN, m_values=(1, 16))
     shipped = tmp_path / config_file_name(576, 7168, "NVIDIA_L20")
     shipped.write_text(dump_config_file({1: SLOW, 2048: SLOW}))
@@ -76,21 +75,9 @@ def test_export_merges_imports_spells_for_sglang_and_flags_what_it_rewrites(tmp_
     # The merge's notes: tests/api/test_writes.py; export prints them.
     assert "M=1: measured winner replaces the entry imported from" in flat(result.stdout)
     assert "a sweep against SGLang's kernel is the exact answer" in result.stderr
-    # Entries SGLang rewrites as it reads them are flagged, for its release (the rule:
-    # tests/tuner/files/test_engine_folders.py).
-    amd = tmp_path / config_file_name(576, 7168, "AMD_Instinct_MI300X")
-    amd.write_text(dump_config_file({1: {**FAST, "BLOCK_SIZE_K": 64}, 16: FAST}))
-    ok("import", str(amd), "--db", db, "--no-check", "--no-publish")
-    export = f"export --device AMD_Instinct_MI300X --out {tmp_path / 'amd'} --db {db}".split()
-    flagged = (
-        f"warning: SGLang 0.5.23 rewrites {engine_file_name(amd.name, 'sglang')} as it reads it"
-    )
-    assert flagged in ok(*export, "--engine", "sglang").stderr
-    assert "warning:" not in ok(*export, "--engine", "sglang", "--engine-version", "0.5.11").stderr
-    assert "rewrites" not in ok(*export).stderr
 
 
-def test_mounts_from_store_and_folder(tmp_path: Path, db) -> None:
+def test_mounts_from_the_store(db) -> None:
     fill(db, PLAN, m_values=(1, 16))
     name = config_file_name(576, 7168, "NVIDIA_L20")
     result = ok("mounts", "--device", "L20", "--db", db)
@@ -98,76 +85,21 @@ def test_mounts_from_store_and_folder(tmp_path: Path, db) -> None:
     target = f"{site}/vllm/model_executor/layers/quantization/utils/configs/{name}"
     assert f'  -v "$PWD/configs/{name}:{target}:ro" \\' in result.stdout.splitlines()
     assert result.stderr == (
-        "note: the mounts read the files from $PWD/configs/ on the serving "
-        "host: `tuner export --device NVIDIA_L20 --out configs/` writes them "
+        "note: `tuner export --device NVIDIA_L20 --out DIR` writes the files for $PWD/configs/ "
         "(or unzip the release's configs.zip there)\n"
     )
     tuned = f"# Tuned with torch 2.11.0, triton {TRITON}, kernels of builtin."
     assert tuned in result.stdout.splitlines()
-    folder = tmp_path / "cfg"
-    folder.mkdir()
-    (folder / name).write_text(GOOD)
-    sglang = "--engine sglang --format k8s --site-packages /opt/py".split()
-    k8s = ok("mounts", "--device", "L20", "--files", str(folder), *sglang)
+    sglang = "--engine sglang --format k8s --site-packages /opt/py --host-dir /srv/cfg".split()
+    k8s = ok("mounts", "--device", "L20", "--db", db, *sglang)
     spaced = engine_file_name(name, "sglang")
     parts = [doc for doc in yaml.safe_load_all(k8s.stdout) if doc]
-    assert parts[0]["data"] == {"n576-k7168-b128x128.json": GOOD}
+    assert list(parts[0]["data"]) == ["n576-k7168-b128x128.json"]
     assert parts[-1]["volumeMounts"][0]["mountPath"] == (
         f"/opt/py/sglang/kernels/ops/gemm/configs/{spaced}"
     )
-    assert "# Tuned with" not in k8s.stdout  # a folder of files says nothing of its versions
-    one_line_error(
-        invoke("mounts", "--device", "H200", "--files", str(folder)),
-        f"{folder}: no config files for --device H200; devices there: NVIDIA_L20",
-    )
-    (folder / name).write_text("not json")  # a file the engine could not read
-    error = invoke("mounts", "--device", "L20", "--files", str(folder)).stderr
-    assert error.startswith(f"error: {folder / name}: invalid JSON: Expecting value")
     one_line_error(
         invoke("mounts", "--device", "L20", "--db", db, "--site-packages", "rel"),
-        "--site-packages must be an absolute path without quotes, '$', '\\\\' or '..', got 'rel'",
-    )
-
-
-def test_mounts_follow_the_engine_and_triton_versions(tmp_path: Path) -> None:
-    # The folders by release and the refusals of bad versions: tests/tuner/files/test_mounts.py.
-    name = config_file_name(576, 7168, "NVIDIA_L20")
-    moe = "E=128,N=384,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
-    folder = tmp_path / "cfg"
-    folder.mkdir()
-    (folder / name).write_text(GOOD)
-    (folder / moe).write_text(dump_config_file({1: FAST}, triton_version="3.6.0"))
-    args = ["mounts", "--device", "L20", "--files", str(folder), "--engine", "sglang"]
-    args += ["--site-packages", "/opt/py", "--engine-version", "0.5.15", "--triton-version"]
-    one_line_error(
-        invoke(*args, "3.8.0"),
-        f'{folder / moe}: its "triton_version" key makes SGLang\'s get_moe_configs '
-        "fail (it reads every key as an M); write the files with `tuner export "
-        "--engine sglang`",
-    )
-    (folder / moe).write_text(dump_config_file({1: FAST}))  # as export --engine sglang writes
-    with_moe = ok(*args, "3.8.0")
-    moe_dir = "/opt/py/sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_8_0"
-    assert [line for line in with_moe.stdout.splitlines() if line.startswith("  -v")] == [
-        f'  -v "{folder.resolve()}/{moe}:{moe_dir}/{moe.replace(",128]", ", 128]")}:ro" \\',
-        f'  -v "{folder.resolve()}/{name}:/opt/py/sglang/srt/layers/quantization/configs/'
-        f'{engine_file_name(name, "sglang")}:ro" \\',
-    ]
-    assert "(--triton-version;" in with_moe.stdout
-
-
-def test_an_h200_nvl_mounts_vllms_moe_files_named_for_every_h200(tmp_path: Path) -> None:
-    # vLLM 0.33.0 reads an H200 NVL's MoE files under NVIDIA_H200 (get_config_file_name)
-    folder = tmp_path / "cfg"
-    folder.mkdir()
-    moe = "E=8,N=64,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
-    (folder / moe).write_text(dump_config_file({1: FAST}))
-    for device in ("NVIDIA_H200_NVL", "H200 NVL", "H200"):
-        done = ok("mounts", "--device", device, "--files", str(folder))
-        assert f'  -v "{folder.resolve()}:/opt/blockfp8-tuner/moe-configs:ro" \\' in (
-            done.stdout.splitlines()
-        ), done.stdout
-    one_line_error(
-        invoke("mounts", "--device", "L20", "--files", str(folder)),
-        f"{folder}: no config files for --device L20; devices there: NVIDIA_H200",
+        "--site-packages must be an absolute path without quotes, '$', '\\', ':' or '..', "
+        "got 'rel'",
     )

@@ -1,11 +1,9 @@
 """`tuner export`, `tuner winners` and `tuner publish`: the store's winners as vLLM files, as a
 table, and frozen as a release; the options shared by the commands that hand files to a serving
-engine (`--engine-version`, `--triton-version`) and the entries SGLang rewrites as it reads a
-file."""
+engine (`--engine-version`, `--triton-version`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,7 +23,7 @@ from tuner.cli.store import device_in_store, open_db, store_files
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
 from tuner.files.device import MergeError, StoreFiles, imported_files_summary, read_device
-from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS, sglang_clamp_lines
+from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS
 from tuner.files.merge import DeviceFiles, entries_left_out, write_files_atomically
 from tuner.files.release import NothingToPublish, publish
 from tuner.kernels.config import KernelConfig
@@ -54,8 +52,7 @@ EngineVersionOpt = Annotated[
     typer.Option(
         "--engine-version",
         help="The engine's release in the serving image, which decides its "
-        'config folders and what it rewrites on read (python3 -c "import sglang; '
-        'print(sglang.__version__)") [default: vLLM '
+        'config folders (python3 -c "import sglang; print(sglang.__version__)") [default: vLLM '
         f"{DEFAULT_ENGINE_VERSIONS['vllm']}, SGLang {DEFAULT_ENGINE_VERSIONS['sglang']}].",
     ),
 ]
@@ -67,19 +64,6 @@ TritonVersionOpt = Annotated[
         "files go to configs/triton_3_8_0/ [default: the Triton the files were tuned with].",
     ),
 ]
-
-
-def clamp_lines(
-    device_name: str,
-    version: str | None,
-    files: Iterable[tuple[str, Mapping[int, Mapping[str, int]]]],
-) -> list[str]:
-    """The lines of `tuner.files.engine_folders.sglang_clamp_lines`, a bad `--engine-version`
-    one line and exit 2."""
-    try:
-        return sglang_clamp_lines(files, device_name, version)
-    except ValueError as exc:
-        raise fail(str(exc)) from None
 
 
 NoPublishOpt = Annotated[
@@ -150,15 +134,12 @@ def export(
     allow_stale: AllowStaleOpt = False,
     kernel: TrialsKernelOpt = "auto",
     db: DbOpt = None,
-    engine_version: EngineVersionOpt = None,
 ) -> None:
     """Write one vLLM config file per (N, K) of a device from the winners in the store.
 
     Winners come from trials of the current kernel source and Triton major.minor only, unless
     --allow-stale. Entries imported with `tuner import` fill M that have no measured winner;
-    measured winners beat them, and the notes say which M came from an import. With --engine
-    sglang, one line per file names the entries SGLang rewrites as it reads them (BLOCK_SIZE_K
-    raised to block_k).
+    measured winners beat them, and the notes say which M came from an import.
     """
     out_folder(out)
     store, device_name = device_store(db, device)
@@ -174,14 +155,9 @@ def export(
     )
     result = read.explained()
     typer.echo(source_line(read, allow_stale), err=True)
-    sglang = engine_name == "sglang"
-    if sglang:
+    if engine_name == "sglang":
         typer.echo(f"note: {SGLANG_NOTE}", err=True)
     _write(result, out)
-    if sglang:
-        files = [(f.file_name, f.merged.configs) for f in result.files]
-        for line in clamp_lines(device_name, engine_version, files):
-            typer.echo(f"warning: {line}", err=True)
     _say_left_out(result, device_name, read.stale_skips)
 
 
@@ -254,20 +230,15 @@ def winners(
     the fastest checked config; where several sweeps tuned an (N, K, M), the decision made
     last (latencies of different runs are not compared); from trials of the current kernel
     source and Triton major.minor only, unless --allow-stale. GB/s and TFLOP/s are in the
-    report (GET /devices/{device_name}/report). A device with
-    imported files only (`tuner import`, never swept) has no winners: one line says so and how
-    to see its files.
+    report (GET /devices/{device_name}/report). A device with imported files only has no
+    winners: one line says so.
     """
     _, store = open_db(db, must_exist=True, read_only=True)
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
         if device_name not in list_device_names(session):  # imported files only: no winner
             files = imported_files_summary(list_imports(session, device_name=device_name))
-            return plain(
-                f"{device_name}: no winners, it has only imported files ({files}), never swept "
-                f"here; `tuner export --device {device_name} --out DIR` writes them with a note "
-                f"per entry, GET /devices/{device_name}/imports lists them"
-            )
+            return plain(f"{device_name}: no winners, only imported files ({files})")
         view = read_device(
             session, device_name, allow_stale=allow_stale, out_dtype=out_dtype and out_dtype.value
         )
@@ -281,21 +252,6 @@ def winners(
     columns += [Column("spread_us", optional=True)]
     cells = [_winner_cells(row, kernels=kernels) for row in rows]
     print_table(console, columns, cells, title=device_name)
-    for line in (view.scope.note(device_name), runs_summary(rows)):
-        if line is not None:
-            typer.echo(line, err=True)
-
-
-def runs_summary(rows) -> str | None:
-    """One line naming the sweeps whose winners (`db.views.WinnerRow`s) were set aside for a
-    later sweep's (per (N, K, M), the decision made last stands), or None when no key has
-    several."""
-    aside = sorted({sweep for row in rows for sweep in row.other_sweeps})
-    if not aside:
-        return None
-    keys = sum(bool(row.other_sweeps) for row in rows)
-    return (
-        f"note: {keys} (N, K, M) were tuned by several sweeps; each shows the winner decided "
-        f"last (else the newest sweep's), not the lowest latency across runs; set aside: "
-        f"sweep(s) {', '.join(map(str, aside))} (`tuner verify` re-times interleaved)"
-    )
+    note = view.scope.note(device_name)
+    if note is not None:
+        typer.echo(note, err=True)

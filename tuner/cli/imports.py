@@ -15,46 +15,31 @@ from sqlalchemy import Engine
 
 from db.repo import device_environments, known_device_names, record_import, session_scope
 from tuner.cli.errors import fail
-from tuner.cli.export import EngineVersionOpt, NoPublishOpt, clamp_lines, publish_device
+from tuner.cli.export import NoPublishOpt, publish_device
 from tuner.cli.options import DbOpt
 from tuner.cli.output import plain
 from tuner.cli.store import open_db
 from tuner.core import FP8_DTYPE
 from tuner.files.device import target_device
 from tuner.files.format import (
-    MAX_FILE_BYTES,
     ParsedFile,
     coverage_summary,
     parse_file_for_import,
     parse_import_name,
 )
 from tuner.files.merge import entries_left_out
-from tuner.kernels.gpus import KNOWN_GPUS
-from tuner.kernels.registry import get_family
 from tuner.measure.compile import compile_pool
 from tuner.measure.launch_check import check_entries, device_arch
 
-# Why an entry of a folder is not imported (one line each; the batch goes on without it).
-SKIP_FOLDER = "a folder (folders inside the folder are not read)"
-SKIP_NOT_FILE = "not a regular file"
-SKIP_NOT_CONFIG = "not a block-FP8 GEMM config file name"
-
 
 def list_config_folder(folder: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
-    """Sort a folder's entries (not its subfolders') into config files to import and the rest.
+    """Sort a folder's entries (not its subfolders') into fp8_w8a8 config files to import and
+    the rest, each with why it is skipped, by name.
 
     A folder laid out like vLLM's configs folder also holds a README, `__init__.py`, files no
-    registered family names (`tuner.files.format.parse_import_name`; a fused-MoE block-FP8
-    `E=...` file is one of a family's, imported with its E) and int8_w8a8 files; those are
-    skipped, not errors.
-    A file named like a config file is not read here: a bad body still fails the import.
-
-    Args:
-        folder: the folder.
-
-    Returns:
-        The fp8_w8a8 config files by name, and (entry, why it is not imported) for everything
-        else, by name.
+    registered family names (`tuner.files.format.parse_import_name`) and int8_w8a8 files;
+    those are skipped, not errors. A file named like a config file is not read here: a bad
+    body still fails the import.
 
     Raises:
         OSError: the folder cannot be listed.
@@ -62,52 +47,15 @@ def list_config_folder(folder: Path) -> tuple[list[Path], list[tuple[Path, str]]
     files: list[Path] = []
     skipped: list[tuple[Path, str]] = []
     for entry in sorted(folder.iterdir(), key=lambda p: p.name):
-        if entry.is_dir():
-            skipped.append((entry, SKIP_FOLDER))
-            continue
-        if not entry.is_file():
-            skipped.append((entry, SKIP_NOT_FILE))
-            continue
         try:
-            dtype = parse_import_name(entry.name)[3]
+            dtype = parse_import_name(entry.name)[3] if entry.is_file() else "not a file"
         except ValueError:
-            skipped.append((entry, SKIP_NOT_CONFIG))
-            continue
-        if dtype != FP8_DTYPE:
-            skipped.append((entry, f"dtype {dtype}: only {FP8_DTYPE} configs are kept"))
-            continue
-        files.append(entry)
+            dtype = "not a config file name"
+        if dtype == FP8_DTYPE:
+            files.append(entry)
+        else:
+            skipped.append((entry, f"{dtype}: only {FP8_DTYPE} config files are imported"))
     return files, skipped
-
-
-def never_read_by_vllm(first: str, second: str) -> str | None:
-    """Of two names of one file, the one vLLM never reads, when they differ only in spelling.
-
-    vLLM looks up `block_shape=[128,128]` (`config_file_name`); SGLang writes and reads
-    `block_shape=[128, 128]` (`tuner.kernels.engines.ENGINES`). A folder may hold both for
-    one device and shape; vLLM reads only the first. Each name's kernel family
-    (`parse_import_name`) spells it for vLLM (`KernelFamily.respell`).
-
-    Args:
-        first: a config file name.
-        second: another config file name.
-
-    Returns:
-        The name in SGLang's spelling when the other is the same file in vLLM's; else None
-        (two different files, or two names vLLM reads neither or both of).
-
-    Raises:
-        ValueError: a name that is not a config file name.
-    """
-    parsed = parse_import_name(first)
-    if first == second or parsed != parse_import_name(second):
-        return None
-    vllm_name = get_family(parsed[0]).respell(first, "vllm")
-    if first == vllm_name:
-        return second
-    if second == vllm_name:
-        return first
-    return None
 
 
 @dataclass
@@ -136,17 +84,12 @@ def _read(paths: list[Path]) -> tuple[list[tuple[Path, ParsedFile]], list[tuple[
         except OSError as exc:
             raise fail(f"{path}: cannot list: {exc.strerror or exc}") from None
         if not listed:
-            raise fail(
-                f"{path}: no fp8_w8a8 config files in this folder (names like "
-                "N=...,K=...,device_name=...,dtype=fp8_w8a8,block_shape=[128,128].json)"
-            )
+            raise fail(f"{path}: no {FP8_DTYPE} config files in this folder")
         files += listed
         skipped += others
     parsed = []
     for path in files:
         try:
-            if path.stat().st_size > MAX_FILE_BYTES:
-                raise ValueError(f"{path}: more than {MAX_FILE_BYTES} bytes: not a config file")
             parsed.append((path, parse_file_for_import(path.name, path.read_bytes(), str(path))))
         except OSError as exc:
             raise fail(f"{path}: cannot read: {exc.strerror or exc}") from None
@@ -170,15 +113,16 @@ def _plan(
         other = planned.setdefault(key, here)
         if other is here:
             continue
-        unread = never_read_by_vllm(other.path.name, path.name)
-        if unread is None:
+        # Of one file in vLLM's and SGLang's spelling, the one vLLM reads.
+        spellings = {other.path.name, path.name}
+        same_file = other.item.vllm_name == item.vllm_name and len(spellings) == 2
+        if not same_file or item.vllm_name not in spellings:
             raise fail(
                 f"{path}: same device and shape as {other.path}; import one per shape and label"
             )
-        kept, dropped = (here, other) if unread == other.path.name else (other, here)
+        kept, dropped = (here, other) if path.name == item.vllm_name else (other, here)
         planned[key] = kept
-        why = f"vLLM never reads this name (SGLang's spelling); imported {kept.path.name}"
-        skipped.append((dropped.path, f"{why}, the name vLLM reads"))
+        skipped.append((dropped.path, f"SGLang's spelling; imported {kept.path.name}"))
     return list(planned.values()), skipped
 
 
@@ -216,15 +160,10 @@ def _check_device(target: str, plans: list[Planned], capabilities, pool, lines) 
     """Check a device's files for its architecture (from its trials' compute capability, else
     the table of known GPUs), with a line saying what was checked."""
     found = device_arch(target, capabilities)
-    if found is None:
+    if found is None or found.shared_bytes is None:
         lines.append(
-            f"not checked: {target} has no trials in the store and is not a known GPU "
-            f"({', '.join(KNOWN_GPUS)}); its entries were imported unchecked"
-        )
-    elif found.shared_bytes is None:
-        lines.append(
-            f"not checked: no shared-memory limit known for sm{found.arch} "
-            f"({found.source}); the entries of {target} were imported unchecked"
+            f"not checked: {target}'s architecture or its shared memory per block is not known "
+            "(no trial in the store names it, not a known GPU); imported unchecked"
         )
     else:
         configs = sum(_check_plan(plan, found.arch, pool, lines) for plan in plans)
@@ -299,7 +238,6 @@ def import_files(
     check: CheckOpt = True,
     no_publish: NoPublishOpt = False,
     db: DbOpt = None,
-    engine_version: EngineVersionOpt = None,
 ) -> None:
     """Keep existing config files as a labelled source per device and shape.
 
@@ -309,19 +247,11 @@ def import_files(
     other kernels' or dtypes' files, subfolders) are skipped with one line each; of a file
     there in vLLM's and SGLang's spelling, the one vLLM reads is imported. Entries that cannot
     launch on the device (too much shared memory for its architecture) are stored but left out
-    of every merge, with the reason. A file in SGLang's spelling gets one line naming the
-    entries SGLang rewrites as it reads it (BLOCK_SIZE_K raised to block_k): SGLang runs
-    another config there than the file holds.
+    of every merge, with the reason.
     """
     if not 1 <= len(label) <= 128 or not label.strip():
         raise fail("--label must be 1..128 characters")
     parsed, skipped = _read(files)
-    clamped = [
-        f"warning: {line}"
-        for path, item in parsed
-        if path.name != item.vllm_name  # SGLang's spelling: a file for SGLang
-        for line in clamp_lines(item.device_name, engine_version, [(path.name, item.configs)])
-    ]
     _, store = open_db(db)
     with session_scope(store) as session:
         planned, unread = _plan(parsed, device, known_device_names(session))
@@ -333,7 +263,7 @@ def import_files(
             "their device"
         ]
     _store(store, planned, label)
-    for line in [*check_lines, *clamped]:
+    for line in check_lines:
         plain(line)
     for path, reason in [*unread, *skipped]:
         plain(f"skipped {path.name}: {reason}")

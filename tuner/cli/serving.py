@@ -5,9 +5,7 @@ tuner.files.pull's, the HTTP is urllib's)."""
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,29 +25,14 @@ from tuner.cli.export import (
     TritonVersionOpt,
     device_store,
 )
-from tuner.cli.options import (
-    DbOpt,
-    DeviceOpt,
-    EngineOpt,
-    TrialsKernelOpt,
-)
+from tuner.cli.options import DbOpt, DeviceOpt, EngineOpt, TrialsKernelOpt
 from tuner.cli.output import out_folder, plain
-from tuner.cli.store import (
-    no_store_line,
-    open_db,
-    sqlite_missing,
-    store_files,
-    store_url,
-)
+from tuner.cli.store import no_store_line, open_db, sqlite_missing, store_files, store_url
 from tuner.files.device import StoreFiles
-from tuner.files.format import parse_config_file
 from tuner.files.mounts import (
     DEFAULT_HOST_DIR,
     DEFAULT_SITE_PACKAGES,
     MountFormat,
-    MountRequest,
-    check_site_packages,
-    config_files_in,
     render_mounts,
     store_request,
 )
@@ -58,7 +41,6 @@ from tuner.files.pull import (
     PULL_FORMATS,
     PullError,
     choose_release,
-    holds,
     release_entry,
     release_tuned,
     render_pull_recipe,
@@ -67,48 +49,26 @@ from tuner.files.pull import (
     wanted_files,
 )
 from tuner.inputs.backends import device_advice
-from tuner.inputs.devices import device_among
-from tuner.kernels.registry import family_of_file
 from tuner.kernels.source import vllm_version
 
 SitePackagesOpt = Annotated[
     str | None,
-    typer.Option(
-        help="The engine's site-packages folder in the container [default: vLLM image "
-        f"{DEFAULT_SITE_PACKAGES['vllm']}; SGLang image {DEFAULT_SITE_PACKAGES['sglang']}].",
-    ),
+    typer.Option(help="The engine's site-packages in the container [default: its usual image's]."),
 ]
 FormatOpt = Annotated[
     MountFormat,
     typer.Option(
-        "--format",
-        help="docker run flags, a compose volumes list, a Kubernetes ConfigMap and mounts; or "
-        "k8s-pull / compose-pull: `tuner pull` of a pinned release from --server into a volume "
-        "before the engine starts.",
+        "--format", help="Mounts; or (-pull) a recipe that runs `tuner pull` before the engine."
     ),
 ]
 ServerOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="With k8s-pull or compose-pull: the tuner service's URL, as the pods reach it (a "
-        "name only the cluster resolves is fine with --release)."
-    ),
+    str | None, typer.Option(help="-pull: the tuner service's URL as the pods reach it.")
 ]
 ReleaseOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--release",
-        min=1,
-        help="The release to pull (mounts: with k8s-pull or compose-pull, to pin; read from the "
-        "store here (--db) when it holds it, without asking --server) [default: the newest].",
-    ),
+    int | None, typer.Option("--release", min=1, help="The release [default: the newest].")
 ]
-FilesOpt = Annotated[
-    Path | None,
-    typer.Option(
-        help="Folder of exported files to mount [default: the device's files in the store, "
-        "mounted from $PWD/configs]."
-    ),
+HostDirOpt = Annotated[
+    str, typer.Option(help="The folder on the serving host that holds the exported files.")
 ]
 
 
@@ -119,7 +79,7 @@ def mounts(
     fmt: FormatOpt = "docker",
     server: ServerOpt = None,
     release: ReleaseOpt = None,
-    files: FilesOpt = None,
+    host_dir: HostDirOpt = DEFAULT_HOST_DIR,
     allow_partial: AllowPartialOpt = False,
     allow_stale: AllowStaleOpt = False,
     kernel: TrialsKernelOpt = "auto",
@@ -127,92 +87,53 @@ def mounts(
     engine_version: EngineVersionOpt = None,
     triton_version: TritonVersionOpt = None,
 ) -> None:
-    """Print read-only mounts of each config file into the engine's config folder."""
+    """Print read-only mounts of each config file of a device in the store into the engine's
+    config folder, or (k8s-pull, compose-pull) a recipe that pulls a release of them first."""
     site = site_packages or DEFAULT_SITE_PACKAGES[engine_name]
     if fmt in PULL_FORMATS:
-        versions = {"engine_version_": engine_version, "triton_version": triton_version}
-        return _pull_recipe(
-            fmt, device, server, release, db, engine=engine_name, site_packages=site, **versions
-        )
-    given: dict[str, Any] = {
-        "engine": engine_name,
-        "site_packages": site,
-        "fmt": fmt,
-        "engine_version": engine_version,
-    }
-    triton = (triton_version, "--triton-version")
-    if files is not None:
-        fields = _folder_files(files, device, engine_name)
-        request = MountRequest(**fields, **given, triton_version=triton[0], triton_from=triton[1])
-    else:
-        read = _store_files(device, engine_name, (allow_partial, allow_stale, kernel), db)
-        request = store_request(read, triton, host_dir=DEFAULT_HOST_DIR, **given)
+        if server is None:
+            raise fail(f"--format {fmt} needs --server, the tuner service's URL")
+        chosen = _stored_release(db, device, release)
+        return _pull_recipe(fmt, server, chosen, engine_name, site, engine_version, triton_version)
+    read = _store_files(device, engine_name, (allow_partial, allow_stale, kernel), db)
+    request = store_request(
+        read,
+        triton_version,
+        host_dir=host_dir,
+        engine=engine_name,
+        site_packages=site,
+        fmt=fmt,
+        engine_version=engine_version,
+    )
     try:
         typer.echo(render_mounts(request), nl=False)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    if files is None:
-        _export_note(DEFAULT_HOST_DIR, request.device_name, engine_name)
-
-
-def _export_note(folder: str, device_name: str, engine_name: str) -> None:
-    """Tell, on stderr, how the files the mounts read from the store get to `folder`."""
     sglang = " --engine sglang" if engine_name == "sglang" else ""
     typer.echo(
-        f"note: the mounts read the files from {folder}/ on the serving host: `tuner export "
-        f"--device {device_name} --out {folder.removeprefix('$PWD/')}/{sglang}` "
-        "writes them (or unzip the release's configs.zip there)",
+        f"note: `tuner export --device {request.device_name} --out DIR{sglang}` writes the "
+        f"files for {host_dir}/ (or unzip the release's configs.zip there)",
         err=True,
     )
 
 
-def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
-    """The mounts' fields of one device's config files in `folder`: its key, the files
-    (name -> text) and the folder; each file is read as the engine reads it, one it could not
-    read refused in one line. SGLang 0.5.23's get_moe_configs reads every key as an M, so a
-    file with `"triton_version"` (`tuner export --engine vllm` writes it) is refused for SGLang."""
+def _pull_recipe(fmt: str, server: str, chosen: Mapping[str, Any], *given: Any) -> None:
+    """Print the recipe that pulls release `chosen` from `server` (`render_pull_recipe`);
+    `given`: the engine, site-packages, --engine-version and --triton-version."""
+    engine, site, engine_version, triton_version = given
     try:
-        entries = [p.name for p in folder.iterdir() if p.is_file()]
-    except OSError as exc:
-        raise fail(f"{folder}: cannot list: {exc.strerror or exc}") from None
-    seen = set()
-    for name in entries:
-        try:
-            seen.add(family_of_file(name).files.parse_file_name(name)[1])
-        except ValueError:
-            continue
-    try:
-        device_name = device_among(device, seen, new=True)
-        names = config_files_in(entries, device_name, engine)
-    except ValueError:
-        device_name, names = device, []
-    if not names:
-        raise fail(
-            f"{folder}: no config files for --device {device}; devices there: "
-            f"{', '.join(sorted(seen)) or 'none'}"
+        text = render_pull_recipe(
+            fmt,
+            server=server_url(server),
+            release=chosen,
+            engine=engine,
+            site_packages=site,
+            engine_version_=engine_version,
+            triton_version=triton_version,
         )
-    contents = {}
-    for name in names:
-        try:
-            contents[name] = text = (folder / name).read_text()
-            parse_config_file(text, source=str(folder / name))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise fail(f"{folder / name}: cannot read: {exc}") from None
-        except ValueError as exc:
-            raise fail(str(exc)) from None
-        moe = family_of_file(name).files.file_triton_version
-        if engine == "sglang" and moe and "triton_version" in json.loads(text):
-            raise fail(
-                f'{folder / name}: its "triton_version" key makes SGLang\'s get_moe_configs '
-                "fail (it reads every key as an M); write the files with `tuner export "
-                "--engine sglang`"
-            )
-    return {
-        "device_name": device_name,
-        "file_names": tuple(names),
-        "contents": contents,
-        "host_dir": str(folder.resolve()),
-    }
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    typer.echo(text, nl=False)
 
 
 def _store_files(
@@ -239,62 +160,16 @@ def _store_files(
     return read
 
 
-def _pull_recipe(
-    fmt: str, device: str, server: str | None, release: int | None, db: str | None, **given: Any
-) -> None:
-    """Print a `tuner pull` recipe for a release (tuner.files.pull). A pinned release is read
-    from the store here when it holds it, so that --server may be a name only the pods resolve
-    (http://tuner:8000); otherwise the server is asked for its releases. `given`: the engine,
-    the site-packages folder, --engine-version and --triton-version."""
-    if server is None:
-        raise fail(f"--format {fmt} needs --server, the tuner service's URL")
-    server = server_url(server)
-    stored = _stored_release(db, device, release) if release is not None else None
+def _stored_release(db: str | None, device: str, number: int | None) -> Mapping[str, Any]:
+    """Release `number` (else the newest) of the device in the store, as an entry of `GET
+    /devices/{d}/releases`; exit 1 with one line when there is none."""
+    store, device_name = device_store(db, device)
+    with repo.session_scope(store) as session:
+        releases = [release_entry(r) for r in repo.list_releases(session, device_name=device_name)]
     try:
-        given["site_packages"] = check_site_packages(given["site_packages"])
-        if stored is not None:
-            typer.echo(
-                f"note: {stored['device_name']} release {release} read from the store here "
-                f"(content {stored['content_sha256'][:12]}); {server} was not asked: it "
-                "must serve the same store",
-                err=True,
-            )
-        hint = _unreachable_hint(device, release)
-        chosen = stored or choose_release(releases_of(server, device, hint=hint), device, release)
-        text = render_pull_recipe(
-            fmt, server=server, release=chosen, triton_from="--triton-version", **given
-        )
+        return choose_release(releases, device_name, number)
     except PullError as exc:
         raise fail(str(exc), 1) from None
-    except ValueError as exc:
-        raise fail(str(exc)) from None
-    typer.echo(text, nl=False)
-
-
-def _unreachable_hint(device: str, release: int | None) -> str:
-    """What to do when --server does not answer from here: pin a release the store here holds."""
-    if release is not None:
-        return f"; the store here holds no release {release} of {device}"
-    return (
-        "; with --release N the recipe is made from the store here (--db) without asking the server"
-    )
-
-
-def _stored_release(db: str | None, device: str, number: int) -> dict | None:
-    """Release `number` of the device from the store here, as an entry of `GET
-    /devices/{d}/releases`; None when there is no store here (no --db, no $TUNER_DB_URL and no
-    ./tuner.db) or it lacks that release."""
-    if db is None and not os.environ.get("TUNER_DB_URL") and not Path("tuner.db").exists():
-        return None
-    _, store = open_db(db, must_exist=True, read_only=True)
-    with repo.session_scope(store) as session:
-        try:
-            known = repo.list_release_device_names(session)
-            name = device_among(device, known)
-        except ValueError:
-            return None
-        info = repo.get_release(session, device_name=name, number=number)
-        return None if info is None else release_entry(info)
 
 
 def serve(
@@ -304,10 +179,7 @@ def serve(
     create_store: Annotated[
         bool,
         typer.Option(
-            "--create-store",
-            help="Create an empty store when the SQLite file does not exist (a fresh volume of "
-            "the service's image); without it a missing store is refused, as `tuner status` "
-            "refuses it.",
+            "--create-store", help="Create an empty store where the SQLite file is absent."
         ),
     ] = False,
 ) -> None:
@@ -346,18 +218,13 @@ def serve(
 
 def _check_port_free(host: str, port: int) -> None:
     """Bind the address once, as uvicorn will, so that a busy port is one line (exit 2), not
-    uvicorn's unhelpful exit 3."""
+    uvicorn's exit 3."""
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         with socket.socket(family, socket.SOCK_STREAM) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind((host, port))
     except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise fail(
-                f"port {port} on {host} is in use (another tuner serve?): pass a free "
-                "--port, or stop the server that holds it"
-            ) from None
         raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
@@ -373,17 +240,10 @@ def fetch(url: str) -> bytes:
             return response.read()
     except HTTPError as exc:
         try:
-            detail = json.loads(exc.read()).get("detail")
-        except (ValueError, AttributeError):
-            detail = None
-        # The tuner service answers every error with a JSON detail; without one, something
-        # else answered at that address.
-        tail = (
-            f": {detail}"
-            if detail
-            else ", with no detail: not the tuner service's answer (check --server)"
-        )
-        raise OSError(f"HTTP {exc.code} from {url}{tail}") from None
+            detail = json.loads(exc.read())["detail"]
+        except (ValueError, KeyError, TypeError):
+            detail = "no detail: not the tuner service's answer (check --server)"
+        raise OSError(f"HTTP {exc.code} from {url}: {detail}") from None
     except URLError as exc:  # no answer at all: refused, unknown host, timed out
         reason = getattr(exc.reason, "strerror", None) or exc.reason
         raise OSError(f"cannot reach {url}: {reason}") from None
@@ -397,33 +257,12 @@ def server_url(server: str) -> str:
     return server.rstrip("/")
 
 
-def releases_of(server: str, device: str, hint: str = "") -> list[dict]:
-    """`GET /devices/{device}/releases` of the server, parsed; exit 1 with one line (and
-    `hint` when the server did not answer at all) when it cannot answer."""
-    try:
-        return json.loads(fetch(f"{server_url(server)}/devices/{quote(device, safe='')}/releases"))
-    except OSError as exc:
-        raise fail(str(exc) + ("" if str(exc).startswith("HTTP ") else hint), 1) from None
-    except ValueError as exc:
-        raise fail(str(exc), 1) from None
-
-
 PullServerOpt = Annotated[
     str, typer.Option("--server", help="The tuner service's URL, e.g. http://tuner:8000.")
 ]
-OutOpt = Annotated[
-    Path,
-    typer.Option(
-        help="The folder to fill; files of the previous pull that the release no longer has "
-        "are removed."
-    ),
-]
+OutOpt = Annotated[Path, typer.Option(help="The folder to fill (the previous pull's files go).")]
 StrictOpt = Annotated[
-    bool,
-    typer.Option(
-        "--strict",
-        help="Exit 1 (writing nothing) when the Triton or vLLM here differs from the release's.",
-    ),
+    bool, typer.Option("--strict", help="Exit 1 when the Triton or vLLM here is not the release's.")
 ]
 
 
@@ -439,31 +278,29 @@ def pull(
 
     Every file is checked against the release's sha256 before anything is written; then all
     are put in place (each renamed whole into the folder) and a marker names the release.
-    When the folder already holds that release nothing is downloaded.
 
     Where Triton or vLLM is importable here and differs from what the release's winners were
     timed with, one warning line says so (with --strict: exit 1, nothing written).
 
-    Exit codes: 0 done (or already there); 1 the server cannot answer, the release does not
-    exist or a file's bytes do not match (the folder is untouched), or --strict and the
-    versions differ; 2 bad input.
+    Exit codes: 0 done; 1 the server cannot answer, the release does not exist or a file's
+    bytes do not match (the folder is untouched), or --strict and the versions differ; 2 bad
+    input.
     """
     out_folder(out)
-    base, engine = server_url(server), engine_name
+    base = server_url(server)
     chosen = _chosen(base, device, release, strict)
-    name, number = chosen["device_name"], chosen["number"]
-    if holds(out, chosen, engine):
-        plain(f"{out} already holds {name} release {number}; nothing to do")
-        return
+    number = chosen["number"]
+    contents = _download(base, chosen, engine_name)
     try:
-        written, removed = replace_folder(out, chosen, engine, _download(base, chosen, engine))
+        written, removed = replace_folder(out, chosen, engine_name, contents)
     except OSError as exc:
         raise fail(f"{out}: cannot write: {exc.strerror or exc}", 1) from None
     except PullError as exc:
         raise fail(str(exc), 1) from None
     gone = f"; removed {len(removed)} file(s) of the previous release" if removed else ""
     plain(
-        f"pulled {name} release {number} into {out}: {len(written)} file(s), sha256 checked{gone}"
+        f"pulled {chosen['device_name']} release {number} into {out}: {len(written)} file(s), "
+        f"sha256 checked{gone}"
     )
     ab = chosen.get("ab")
     plain(
@@ -473,16 +310,18 @@ def pull(
     )
     if engine_name == "vllm":
         # Whether vLLM reads the files on the device the release was tuned on.
-        for line in device_advice(str(name), release_tuned(chosen, "compute_capability")).lines():
+        capabilities = release_tuned(chosen, "compute_capability")
+        for line in device_advice(chosen["device_name"], capabilities).lines():
             plain(line)
 
 
 def _chosen(base: str, device: str, release: int | None, strict: bool) -> Mapping[str, Any]:
     """The release to pull, after one warning line when the Triton or vLLM here differs from
     the release's (`strict`: exit 1 instead)."""
+    url = f"{base}/devices/{quote(device, safe='')}/releases"
     try:
-        chosen = choose_release(releases_of(base, device), device, release)
-    except PullError as exc:
+        chosen = choose_release(json.loads(fetch(url)), device, release)
+    except (OSError, ValueError, PullError) as exc:
         raise fail(str(exc), 1) from None
     mismatch = version_mismatch(chosen, triton=installed_triton(), vllm=vllm_version())
     if mismatch is not None and strict:

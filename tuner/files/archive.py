@@ -6,15 +6,10 @@ import io
 import zipfile
 
 import tuner
-from tuner.files.engine_folders import (
-    DEFAULT_ENGINE_VERSIONS,
-    engine_folder,
-    folder_for,
-    folder_history,
-)
+from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS, engine_folder, folder_for
 from tuner.files.merge import DeviceFiles
-from tuner.files.mounts import wrapped_advice
-from tuner.kernels.engines import SGLANG_NOTE
+from tuner.inputs.backends import device_advice
+from tuner.kernels.engines import SGLANG_NOTE, TRITON_PLACEHOLDER
 from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
 from tuner.kernels.registry import family_of_part
 from tuner.kernels.shape import PER_TENSOR
@@ -25,45 +20,30 @@ _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 _LAYERS, _EXPERTS = family_of_part(LINEAR_LAYERS).name, family_of_part(EXPERTS).name
 _CONFIGS_DIR, _VLLM = folder_for("vllm", _LAYERS), DEFAULT_ENGINE_VERSIONS["vllm"]
 _MOE_ENV = engine_folder("vllm", _EXPERTS).env
+_SGLANG = DEFAULT_ENGINE_VERSIONS["sglang"]
+_SGLANG_MOE = engine_folder("sglang", _EXPERTS).folder.replace(TRITON_PLACEHOLDER, "triton_<X_Y_Z>")
 
 # Where the checked vLLM release reads these files and when it runs this Triton kernel.
 _HOW_TO = f"""\
-Where vLLM reads these files
+Where vLLM {_VLLM} reads these files
 - Dense files (N=...,K=...) only from <site-packages>/{_CONFIGS_DIR}/
   Find the folder: python3 -c "import os, vllm; print(os.path.join(os.path.dirname(vllm.__file__), \
 'model_executor/layers/quantization/utils/configs'))"
-- {_MOE_ENV} does not apply to these files (vLLM {_VLLM}).
-- Mount each file read-only into that folder of the serving container, one mount per file:
-    -v "$PWD/<file name>:<site-packages>/{_CONFIGS_DIR}/<file name>:ro"
-  A file of the same name shipped with vLLM is hidden by the mount.
 - Fused-MoE files (E=...,N=...): from the folder named by {_MOE_ENV} first, then
-  <site-packages>/{folder_for("vllm", _EXPERTS)}/ (get_moe_configs).
-- The name must carry the device_name vLLM computes for the GPU (its name with spaces as "_").
-- vLLM reads a file once per process; for an M not in the file it uses the entry of the
-  nearest M key (a tie goes to the key first in the file: the smaller one in these files).
+  <site-packages>/{folder_for("vllm", _EXPERTS)}/
+- Mount each file read-only into its folder (tuner mounts prints the mounts); restart the server
+  after changing them. The name must carry the device_name vLLM computes for the GPU.
 """
-
-
-def _sglang_how_to() -> str:
-    """Where each SGLang release reads the files (`FamilyFiles.engine_folders`)."""
-    dense = "\n".join(f"    {line}" for line in folder_history("sglang", _LAYERS))
-    moe = "\n".join(f"    {line}" for line in folder_history("sglang", _EXPERTS))
-    return f"""\
+_SGLANG_HOW_TO = f"""\
 These files carry SGLang's spelling of the name (block_shape=[128, 128]).
 {SGLANG_NOTE}
 
-Where SGLang reads these files (by release: python3 -c "import sglang; print(sglang.__version__)")
-- Dense files (N=...,K=...), only from <site-packages>/<folder>/:
-{dense}
-- Fused-MoE files (E=...,N=...) from <site-packages>/<folder>/, where triton_<X_Y_Z> is the
-  serving image's Triton (python3 -c "import triton; print(triton.__version__)"; 3.8.0 is
-  triton_3_8_0); SGLang tries the other triton_* folders, newest first, when its own has no file:
-{moe}
-  $SGLANG_MOE_CONFIG_DIR/configs/triton_<X_Y_Z>/ replaces that folder whole when it is set.
+Where SGLang {_SGLANG} reads these files (tuner mounts --engine sglang --engine-version <release>
+prints the mounts of another release)
+- Dense files (N=...,K=...) only from <site-packages>/{folder_for("sglang", _LAYERS)}/
+- Fused-MoE files (E=...,N=...) from <site-packages>/{_SGLANG_MOE}/,
+  where triton_<X_Y_Z> is the serving image's Triton (3.8.0 is triton_3_8_0).
 - In the lmsysorg/sglang image <site-packages> is /sgl-workspace/sglang/python.
-- Mount each file read-only into its folder, one mount per file (tuner mounts --engine sglang
-  --engine-version <release> prints them); restart the server after changing them (SGLang
-  reads a file once per process and picks the nearest M key).
 """
 
 
@@ -125,9 +105,9 @@ def build_zip(
         [f"Tuned with {tuned_with} (serve with the same Triton and vLLM)."] if tuned_with else []
     )
     if engine == "sglang":
-        lines += ["", _sglang_how_to()]
+        lines += ["", _SGLANG_HOW_TO]
     else:
-        advice = wrapped_advice(device_name, [compute_capability or ""], 92)
+        advice = device_advice(device_name, [compute_capability or ""]).lines()
         lines += ["", "Does vLLM read them", *advice, "", _HOW_TO]
     entries = {f.file_name: f.merged.text for f in device_files.files}
     entries["README.txt"] = "\n".join([*lines, "Files", *_files_section(device_files)]) + "\n"

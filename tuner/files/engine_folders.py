@@ -1,5 +1,4 @@
-"""Where each release of vLLM and SGLang reads block-FP8 config files, and which entries SGLang
-rewrites when it reads them (pure).
+"""Where each release of vLLM and SGLang reads block-FP8 config files (pure).
 
 Each kernel family lists where the engines read its files (`FamilyFiles.engine_folders`, rows of
 engine, first version and folder under site-packages). A release reads from the row of its engine
@@ -9,12 +8,11 @@ with the highest first version not above its own, so the next move of a folder i
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
 
 from packaging.version import InvalidVersion, Version
 
 from tuner.kernels.engines import TRITON_PLACEHOLDER, EngineFolder
-from tuner.kernels.registry import FAMILIES, family_of_file
+from tuner.kernels.registry import FAMILIES
 from tuner.kernels.vllm_table import VLLM_VERSION
 
 # The releases whose sources the families' rows were checked in, oldest and newest (the
@@ -146,100 +144,3 @@ def folder_for(
             "serving image's Triton (--triton-version, e.g. 3.8.0)"
         )
     return folder.replace(TRITON_PLACEHOLDER, triton_folder(triton_version))
-
-
-def folder_history(engine: str, family: str) -> list[str]:
-    """The rows of one engine and family as lines, oldest first: "0.5.21 and later:
-    sglang/kernels/ops/gemm/configs", "before 0.5.16: sglang/srt/layers/quantization/configs".
-    """
-    rows = family_rows(engine, family)
-    lines = []
-    for row, after in zip(rows, [*(r.first_version for r in rows[1:]), None], strict=True):
-        if row.first_version == "0":
-            span = f"before {after}" if after else "every release"
-        else:
-            span = (
-                f"{row.first_version} to before {after}"
-                if after
-                else f"{row.first_version} and later"
-            )
-        lines.append(f"{span}: {row.folder.replace(TRITON_PLACEHOLDER, 'triton_<X_Y_Z>')}")
-    return lines
-
-
-# SGLang's loader raises BLOCK_SIZE_K to block_k as it reads a dense file (with a warning:
-# "Clamped BLOCK_SIZE_K up to ..."), by release, found in the wheels' get_w8a8_block_fp8_configs:
-# none up to 0.5.11; every entry with BLOCK_SIZE_K < block_k in 0.5.12 and 0.5.13; from 0.5.14
-# to 0.5.23 only where `not _is_cuda or block_k % BLOCK_SIZE_K != 0` (`_is_cuda`: torch has
-# CUDA, sglang/srt/utils/common.py is_cuda). 0.5.13.post1 was not checked (taken as 0.5.13).
-_CLAMP_ALWAYS = "0.5.12"
-_CLAMP_UNLESS_CUDA_DIVIDES = "0.5.14"
-
-
-def sglang_clamped(
-    configs: Mapping[int, Mapping[str, int]],
-    block_k: int,
-    device_name: str,
-    version: str | None = None,
-) -> list[tuple[int, int]]:
-    """The entries a release of SGLang rewrites as it reads a dense file: (M, BLOCK_SIZE_K in
-    the file) for each, in the file's order; it runs them with BLOCK_SIZE_K = block_k.
-
-    Args:
-        configs: the file's entries, M -> config with "BLOCK_SIZE_K".
-        block_k: the file's block_shape[1].
-        device_name: the device key (AMD and Intel keys are not CUDA).
-        version: SGLang's release; None for `DEFAULT_ENGINE_VERSIONS["sglang"]`.
-
-    Raises:
-        ValueError: a bad version.
-    """
-    key = version_key(engine_version("sglang", version))
-    if key < version_key(_CLAMP_ALWAYS):
-        return []
-    conditional = key >= version_key(_CLAMP_UNLESS_CUDA_DIVIDES)
-    cuda = not device_name.startswith(("AMD_", "Intel(R)_"))  # ROCm and XPU keys
-    clamped = []
-    for M, entry in configs.items():
-        block = entry["BLOCK_SIZE_K"]
-        if block < block_k and (not conditional or not cuda or block_k % block != 0):
-            clamped.append((M, block))
-    return clamped
-
-
-def sglang_clamp_lines(
-    files: Iterable[tuple[str, Mapping[int, Mapping[str, int]]]],
-    device_name: str,
-    version: str | None = None,
-) -> list[str]:
-    """One line for each dense file SGLang would rewrite on read (`sglang_clamped`), in order.
-
-    Args:
-        files: (file name in either spelling, its entries in the file's order); files of a
-            family SGLang reads as they are (not `FamilyFiles.sglang_clamps_block_k`, e.g.
-            fused-MoE: get_moe_configs rewrites nothing) and files without a block shape are
-            skipped.
-        device_name: the device key the files are for.
-        version: SGLang's release; None for `DEFAULT_ENGINE_VERSIONS["sglang"]`.
-
-    Raises:
-        ValueError: a bad version, or a name no family parses (`family_of_file`).
-    """
-    lines = []
-    for file_name, configs in files:
-        family = family_of_file(file_name)
-        if not family.files.sglang_clamps_block_k:
-            continue
-        block_shape = family.files.parse_file_name(file_name)[0].block_shape
-        if block_shape is None:  # no group_k to raise BLOCK_SIZE_K to
-            continue
-        block_k = block_shape[1]
-        clamped = sglang_clamped(configs, block_k, device_name, version)
-        if clamped:
-            entries = ", ".join(f"M={M} (BLOCK_SIZE_K {block})" for M, block in clamped)
-            lines.append(
-                f"SGLang {engine_version('sglang', version)} rewrites {file_name} as it reads "
-                f"it: BLOCK_SIZE_K raised to {block_k} at {entries}; it runs those entries, not "
-                "the file's"
-            )
-    return lines

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
@@ -24,7 +23,7 @@ from tuner.files.engine_folders import engine_folder, engine_version, folder_for
 from tuner.inputs.backends import device_advice
 from tuner.inputs.devices import engine_device_name
 from tuner.kernels.engines import SGLANG_NOTE, TRITON_PLACEHOLDER
-from tuner.kernels.family import LINEAR_LAYERS, KernelFamily
+from tuner.kernels.family import LINEAR_LAYERS
 from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file, get_family
 from tuner.kernels.shape import PER_TENSOR, Shape
 from tuner.kernels.vllm_table import TRITON_FLAG
@@ -47,9 +46,8 @@ DEFAULT_HOST_DIR = "$PWD/configs"
 FOLDER_ROOT = "/opt/blockfp8-tuner"
 VOLUME = "blockfp8-configs"
 _FIND_SITE = 'python3 -c "import os, {0}; print(os.path.dirname(os.path.dirname({0}.__file__)))"'
-_FIND_VERSION = 'python3 -c "import {0}; print({0}.__version__)"'
-_SITE_RE = re.compile(r"/[^\x00\n\r\"'`$\\]{0,511}")
-DOCKER_HEAD = "# Insert in `docker run`, before the image name's line (each line ends in \\):"
+# A path pasted into a shell's double quotes and a `-v src:dst:ro` flag as it is.
+_PATH_RE = re.compile(r"/[^\x00\n\r\"'`$\\:]{0,511}")
 
 
 class FileMount(NamedTuple):
@@ -75,8 +73,8 @@ class FolderMount:
 
 @dataclass(frozen=True)
 class Placed:
-    """Where the engine reads each file: file mounts, folder mounts, and the comment lines on
-    folders that depend on the serving image's Triton."""
+    """Where the engine reads each file: file mounts, folder mounts, and the comment line on
+    a folder that depends on the serving image's Triton."""
 
     files: list[FileMount]
     folders: list[FolderMount]
@@ -98,7 +96,6 @@ class MountRequest:
         tuned_with: what the winners were timed with, printed in the header; "" for none.
         engine_version: the engine's release (its folders); None for the newest checked.
         triton_version: the serving image's Triton (SGLang's fused-MoE folder); None for none.
-        triton_from: how `triton_version` was chosen, said in the header.
         contents: file name -> its text: the ConfigMaps' data (`k8s` needs it).
         left_out: comment lines on imported entries the files leave out (`DeviceFiles.left_out`).
         gpu_names: the GPU's names as CUDA reported them (the engine's device part).
@@ -114,13 +111,9 @@ class MountRequest:
     tuned_with: str = ""
     engine_version: str | None = None
     triton_version: str | None = None
-    triton_from: str = "given"
     contents: Mapping[str, str] | None = None
     left_out: tuple[str, ...] = ()
     gpu_names: tuple[str, ...] = ()
-
-
-TUNED_TRITON = "the one the files were tuned with"
 
 
 def versions_line(versions: dict) -> str:
@@ -130,11 +123,11 @@ def versions_line(versions: dict) -> str:
     return ", ".join(f"{labels[k]} {', '.join(versions[k])}" for k in labels if versions.get(k))
 
 
-def store_request(read: StoreFiles, triton: tuple[str | None, str], **given: Any) -> MountRequest:
+def store_request(read: StoreFiles, triton: str | None, **given: Any) -> MountRequest:
     """The request that mounts a device's merged files from the store (`tuner mounts` and
     `GET /devices/{d}/mounts` alike): its key, files, compute capability, what its winners were
-    timed with, the GPU's names and the imported entries left out; `triton`: (the Triton asked
-    for or None, how it was asked), else the winners' one Triton; `given`: the other fields."""
+    timed with, the GPU's names and the imported entries left out; `triton`: the Triton asked
+    for, else the winners' one Triton; `given`: the other fields."""
     view, contents = read.view, {f.file_name: f.merged.text for f in read.files.files}
     timed = view.versions["triton"]
     return MountRequest(
@@ -143,24 +136,25 @@ def store_request(read: StoreFiles, triton: tuple[str | None, str], **given: Any
         contents=contents,
         compute_capability=view.compute_capability,
         tuned_with=versions_line(view.versions),
-        triton_version=triton[0] or (timed[0] if len(timed) == 1 else None),
-        triton_from=triton[1] if triton[0] else TUNED_TRITON,
+        triton_version=triton or (timed[0] if len(timed) == 1 else None),
         gpu_names=tuple(e.gpu_name for e in view.environments),
         left_out=tuple(f"# {line}" for line in read.files.left_out),
         **given,
     )
 
 
-def check_site_packages(path: str) -> str:
-    """An absolute container path without quotes, `$`, backslashes, `..` or a trailing slash.
+def check_path(path: str, option: str = "--site-packages") -> str:
+    """An absolute path (or one under "$PWD/") that can be pasted as it is into a shell's
+    double quotes and a `-v src:dst:ro` flag, without a trailing slash.
 
     Raises:
-        ValueError: the path is relative or has characters that would need quoting.
+        ValueError: a relative path, or one with quotes, '$', '\\', ':' or '..'.
     """
-    if not _SITE_RE.fullmatch(path) or "/../" in f"{path}/":
+    rest = path.removeprefix("$PWD") if path.startswith("$PWD/") else path
+    if not _PATH_RE.fullmatch(rest) or "/../" in f"{rest}/":
         raise ValueError(
-            f"--site-packages must be an absolute path without quotes, '$', "
-            f"'\\\\' or '..', got {path[:80]!r}"
+            f"{option} must be an absolute path without quotes, '$', '\\', ':' or '..', "
+            f"got {path[:80]!r}"
         )
     return path.rstrip("/") or "/"
 
@@ -208,7 +202,7 @@ def place(
     engine: str,
     site: str,
     release: str,
-    triton: tuple[str | None, str] = (None, "given"),
+    triton: str | None = None,
     gpu_names: Sequence[str] = (),
 ) -> Placed:
     """Where `engine`'s release reads each file (each family's own row), sorted by name.
@@ -219,7 +213,7 @@ def place(
         engine: "vllm" or "sglang".
         site: the engine's site-packages folder (checked).
         release: the engine's release.
-        triton: (the serving image's Triton or None, how it was chosen).
+        triton: the serving image's Triton, or None.
         gpu_names: the GPU's names as CUDA reported them, for the engine's device part
             (`engine_device_name`).
 
@@ -231,38 +225,26 @@ def place(
     notes: list[str] = []
     for name in sorted(names):
         family = family_of_file(name)
-        shape = family.files.parse_file_name(name)[0]
-        key = configmap_key(shape)
+        key = configmap_key(family.files.parse_file_name(name)[0])
         row = engine_folder(engine, family.name, release)
         if row.env:
             target = f"{FOLDER_ROOT}/{family.name}-configs"
             folders.setdefault(family.name, FolderMount(family.name, row.env, target))
             folders[family.name].files.append((name, key))
             continue
-        folder = f"{site}/{folder_for(engine, family.name, release, triton[0])}"
+        folder = f"{site}/{folder_for(engine, family.name, release, triton)}"
         if TRITON_PLACEHOLDER in row.folder and not notes:
-            notes += _triton_note(family, folder, triton)
+            notes.append(f"# {folder}/ is SGLang's folder for Triton {triton}: the serving image's")
         dst = served_file_name(name, device_name, engine, gpu_names)
         files.append(FileMount(name, f"{folder}/{dst}", key, dst))
     return Placed(files, list(folders.values()), notes)
-
-
-def _triton_note(family: KernelFamily, folder: str, triton: tuple[str | None, str]) -> list[str]:
-    """A folder per Triton version: which one, and why it must be the serving image's."""
-    return [
-        f"# {family.title} files from {folder}/ (`tuner export --engine sglang` writes them "
-        'without a "triton_version" key: SGLang cannot read one);',
-        f"# SGLang's folder for Triton {triton[0]} ({triton[1]}; it must be the serving "
-        "image's, else SGLang falls back to another Triton's folder or its default config).",
-    ]
 
 
 def folder_lines(placed: Placed, where: str) -> list[str]:
     """One comment line per folder mount: its files, where, and the variable set to it."""
     return [
         f"# {len(f.files)} {get_family(f.family).report.short_title or f.family} file(s): "
-        f"{where} mounted read-only at {f.target}/, with {f.env}={f.target} (the engine "
-        "reads that folder first)."
+        f"{where} mounted read-only at {f.target}/, with {f.env}={f.target}."
         for f in placed.folders
     ]
 
@@ -274,29 +256,35 @@ def render_mounts(request: MountRequest) -> str:
         Commented text ending in a newline.
 
     Raises:
-        ValueError: an unknown engine or format, a bad site-packages path or engine version,
-            no files, a file name that is not a config file name, k8s without the files'
-            contents, or SGLang MoE files without a Triton version.
+        ValueError: an unknown engine or format, a bad site-packages path, host folder or
+            engine version, no files, a file name that is not a config file name, k8s without
+            the files' contents, or SGLang MoE files without a Triton version.
     """
     if request.fmt not in FORMATS:
         raise ValueError(f"format {request.fmt!r} is not one of {', '.join(FORMATS)}")
     release = engine_version(request.engine, request.engine_version)  # the engine checked too
     if not request.file_names:
         raise ValueError(f"no config files for {request.device_name} to mount")
-    site = check_site_packages(request.site_packages)
-    dense_dir = f"{site}/{folder_for(request.engine, DEFAULT_FAMILY, release)}"
-    host_dir = request.host_dir.rstrip("/") or "/"
+    site = check_path(request.site_packages)
+    host_dir = check_path(request.host_dir, "the host folder")
     placed = place(
         request.file_names,
         request.device_name,
         request.engine,
         site,
         release,
-        (request.triton_version, request.triton_from),
+        request.triton_version,
         request.gpu_names,
     )
-    head = _mounts_head(request, release, dense_dir, len(placed.files))
-    head += folder_lines(placed, f"{host_dir}/") + placed.notes + list(request.left_out)
+    head = [
+        f"# {len(placed.files)} read-only mount(s) of W8A8 block-FP8 configs for "
+        f"{request.device_name} ({request.engine} {release}; restart it after changing them).",
+        *engine_lines(request.engine, release, site),
+        *([f"# Tuned with {request.tuned_with}."] if request.tuned_with else []),
+        *folder_lines(placed, f"{host_dir}/"),
+        *placed.notes,
+        *request.left_out,
+    ]
     capabilities = [request.compute_capability or ""]
     head += advice_comments(request.device_name, capabilities, request.engine)
     flag = needs_flag(request.device_name, capabilities, request.engine, request.file_names)
@@ -311,34 +299,30 @@ def render_mounts(request: MountRequest) -> str:
     return "\n".join(head + body + (flag_lines(request.fmt) if flag else [])) + "\n"
 
 
-def _mounts_head(request: MountRequest, release: str, dense_dir: str, count: int) -> list[str]:
-    """The first comment lines: the mounts, the engine's dense folder and how to find the
-    image's own, the restart, what the winners were tuned with."""
-    label = f"{request.engine} {release}"
-    head = [
-        f"# {count} read-only mount(s) of W8A8 block-FP8 configs for {request.device_name} "
-        f"({label}).",
-        f"# {label} reads dense files only from {dense_dir}/",
-        f"# (site-packages in your image: {_FIND_SITE.format(request.engine)};",
-        "# another release reads elsewhere: --engine-version, from "
-        f"{_FIND_VERSION.format(request.engine)})",
-        "# Files are read once per process: restart the server after changing them.",
+def engine_lines(engine: str, release: str, site: str) -> list[str]:
+    """Where the release reads dense files, how to find the image's site-packages, and a note
+    on a release never checked."""
+    unchecked = unchecked_line(engine, release)
+    return [
+        f"# {engine} {release} reads dense files only from "
+        f"{site}/{folder_for(engine, DEFAULT_FAMILY, release)}/",
+        f"# (site-packages in your image: {_FIND_SITE.format(engine)};",
+        "# another release reads elsewhere: give it as --engine-version)",
+        *([f"# {unchecked}"] if unchecked else []),
     ]
-    unchecked = unchecked_line(request.engine, release)
-    head += [f"# {unchecked}"] if unchecked else []
-    return head + ([f"# Tuned with {request.tuned_with}."] if request.tuned_with else [])
 
 
 class _Dumper(yaml.SafeDumper):
     """PyYAML's safe dumper, a text of several lines as a literal block (a file's JSON)."""
 
 
-_Dumper.add_representer(
-    str,
-    lambda dumper, text: dumper.represent_scalar(
-        "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None
-    ),
-)
+def _literal_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    """A string node, as a literal block when it holds several lines."""
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_Dumper.add_representer(str, _literal_str)
 
 
 def dump_yaml(data: Any) -> list[str]:
@@ -346,34 +330,13 @@ def dump_yaml(data: Any) -> list[str]:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=10_000).splitlines()
 
 
-def _double_quoted(text: str, pwd_at: int = 0) -> str:
-    """A shell double-quoted word; a $PWD at `pwd_at` stays expandable, every other `\\`, `"`,
-    backquote and `$` is escaped."""
-    keep = "$PWD" if text.startswith("$PWD", pwd_at) else ""
-    head, rest = text[:pwd_at], text[pwd_at + len(keep) :]
-    escaped = [re.sub(r'([\\"`$])', r"\\\1", part) for part in (head, rest)]
-    return f'"{escaped[0]}{keep}{escaped[1]}"'
-
-
-def _docker_mount(source: str, target: str) -> str:
-    """One `docker run` flag mounting `source` read-only at `target`: `-v src:dst:ro`, or
-    `--mount` (read as CSV: fields quoted, '"' doubled) when a path holds ':'."""
-    if ":" not in source and ":" not in target:
-        return f"-v {_double_quoted(f'{source}:{target}:ro')}"
-    field_ = 'type=bind,"source='
-    value = (
-        f'{field_}{source.replace(chr(34), chr(34) * 2)}",'
-        f'"target={target.replace(chr(34), chr(34) * 2)}",readonly'
-    )
-    return f"--mount {_double_quoted(value, pwd_at=len(field_))}"
-
-
 def docker_body(placed: Placed, host_dir: str) -> list[str]:
-    """`docker run` flags: one per file, then each folder and its variable."""
-    flags = [_docker_mount(f"{host_dir}/{f.src}", f.target) for f in placed.files]
+    """`docker run` flags: one `-v` per file, then each folder and its variable."""
+    flags = [f'-v "{host_dir}/{f.src}:{f.target}:ro"' for f in placed.files]
     for folder in placed.folders:
-        flags += [_docker_mount(host_dir, folder.target), f"-e {folder.env}={folder.target}"]
-    return [DOCKER_HEAD] + [f"  {flag} \\" for flag in flags]
+        flags += [f'-v "{host_dir}:{folder.target}:ro"', f"-e {folder.env}={folder.target}"]
+    head = "# Insert in `docker run`, before the image name's line (each line ends in \\):"
+    return [head] + [f"  {flag} \\" for flag in flags]
 
 
 def compose_body(placed: Placed, host_dir: str, engine: str) -> list[str]:
@@ -447,8 +410,8 @@ def k8s_parts(pod: dict[str, Any], placed: Placed, folder_volume: str) -> list[s
 
 def advice_comments(device_name: str, capabilities: Sequence[str], engine: str) -> list[str]:
     """The device's advice as comment lines, printed by every form that hands out files: for
-    vLLM, `tuner.inputs.backends.device_advice`'s lines wrapped at 96 columns with
-    `TRITON_FLAG` kept on one line; for SGLang, its note on the kernel the files were tuned on.
+    vLLM, `tuner.inputs.backends.device_advice`'s lines; for SGLang, its note on the kernel the
+    files were tuned on.
 
     Args:
         device_name: vLLM's device key, e.g. "NVIDIA_L20".
@@ -457,18 +420,7 @@ def advice_comments(device_name: str, capabilities: Sequence[str], engine: str) 
     """
     if engine != "vllm":
         return [f"# {SGLANG_NOTE}"]
-    return [f"# {line}" for line in wrapped_advice(device_name, capabilities, 94)]
-
-
-def wrapped_advice(device_name: str, capabilities: Sequence[str], width: int) -> list[str]:
-    """`tuner.inputs.backends.device_advice`'s lines wrapped at `width`, `TRITON_FLAG` kept on
-    one line (its space held by a NUL while wrapping)."""
-    held = TRITON_FLAG.replace(" ", "\0")
-    return [
-        part.replace("\0", " ")
-        for line in device_advice(device_name, capabilities).lines()
-        for part in textwrap.wrap(line.replace(TRITON_FLAG, held), width, break_on_hyphens=False)
-    ]
+    return [f"# {line}" for line in device_advice(device_name, capabilities).lines()]
 
 
 def needs_flag(
@@ -485,42 +437,17 @@ def needs_flag(
 
 
 def flag_lines(fmt: str) -> list[str]:
-    """The server argument that makes vLLM run the Triton kernel (`needs_flag`), to add to the
+    """The server argument that makes vLLM run the Triton kernel (`needs_flag`), added to the
     user's own arguments, never replacing them: after the image name (docker); commented, as
-    two items to append to the serving service's `command:` or container's `args:` list.
+    items to append to the serving service's `command:` or container's `args:` list.
 
     Args:
         fmt: one of `FORMATS`, or "compose-pull" / "k8s-pull".
     """
     if fmt == "docker":
-        return [
-            "# After the image name, with the server's other arguments (vLLM reads the "
-            "files only with it):",
-            f"  {TRITON_FLAG}",
-        ]
-    where = (
-        "service's existing command:" if fmt.startswith("compose") else "container's existing args:"
-    )
+        return ["# After the image name, with the server's other arguments:", f"  {TRITON_FLAG}"]
+    where = "service's command:" if fmt.startswith("compose") else "container's args:"
     return [
-        f"# vLLM reads the files only with {TRITON_FLAG}: add these two items to the end of the",
-        f"# serving {where} list, after --model and your other arguments:",
+        f"# vLLM reads the files only with {TRITON_FLAG}: append to the serving {where}",
         *(f"#   - {part}" for part in TRITON_FLAG.split()),
     ]
-
-
-def config_files_in(
-    folder_names: Sequence[str], device_name: str, engine: str = "vllm"
-) -> list[str]:
-    """The names among a folder's entries that are config files of one device, each under the
-    device part `engine` reads: for vLLM the family's (`FamilyFiles.file_device`: vLLM names
-    every H200's MoE files NVIDIA_H200), for SGLang the device key itself. Sorted."""
-    found = []
-    for name in folder_names:
-        try:
-            family = family_of_file(name)
-        except ValueError:
-            continue
-        wanted = family.files.file_device(device_name) if engine == "vllm" else device_name
-        if family.files.parse_file_name(name)[1] == wanted:
-            found.append(name)
-    return sorted(found)

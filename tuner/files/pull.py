@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from tuner.core import minor_of
-from tuner.files.engine_folders import engine_version, folder_for, unchecked_line
+from tuner.files.engine_folders import engine_version
 from tuner.files.format import dump_config_file, parse_config_file
 from tuner.files.merge import write_atomically
 from tuner.files.mounts import (
@@ -24,7 +24,9 @@ from tuner.files.mounts import (
     MountFormat,
     Placed,
     advice_comments,
+    check_path,
     compose_file,
+    engine_lines,
     flag_lines,
     folder_lines,
     k8s_parts,
@@ -32,9 +34,10 @@ from tuner.files.mounts import (
     place,
     served_file_name,
 )
-from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file
+from tuner.kernels.registry import family_of_file
 
-# Written last into the folder: which release it holds, so a second pull of it does nothing.
+# Written last into the folder: which release it holds and its files (the next pull removes
+# those the new release lacks).
 MARKER = ".blockfp8-release.json"
 PULL_FORMATS: tuple[str, ...] = get_args(MountFormat)[3:]
 # The image `tuner pull` runs in: the project's Dockerfile (no torch or triton needed).
@@ -100,40 +103,8 @@ def release_tuned(release: Mapping[str, Any], key: str) -> list[str]:
     """One field of each environment in a release summary's `tuned_with` ("" where absent):
     the GPU names ("gpu_name") or compute capabilities ("compute_capability", for
     `tuner.inputs.backends.device_advice`) its winners were timed on."""
-    summary = found if isinstance(found := release.get("summary"), Mapping) else {}
-    tuned = found if isinstance(found := summary.get("tuned_with"), list) else []
-    return [str(e.get(key) or "") for e in tuned if isinstance(e, Mapping)]
-
-
-def _marker(release: Mapping[str, Any], engine: str, files: Sequence[Wanted]) -> dict:
-    return {
-        "device_name": release["device_name"],
-        "release": release["number"],
-        "engine": engine,
-        "content_sha256": release["content_sha256"],
-        "files": {w.save_as: w.sha256 for w in files},
-    }
-
-
-def _sha256(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
-def holds(folder: Path, release: Mapping[str, Any], engine: str) -> bool:
-    """True when `folder` already holds this release for `engine`: its marker names it and
-    every file's bytes still match what was written (`engine_bytes`)."""
-    files = wanted_files(release, engine)
-    try:
-        marker = json.loads((folder / MARKER).read_text())
-        written = marker.pop("written", {})
-    except (OSError, ValueError, AttributeError, TypeError):
-        return False
-    if marker != _marker(release, engine, files) or not isinstance(written, dict):
-        return False
-    return all(_sha256(folder / w.save_as) == written.get(w.save_as, w.sha256) for w in files)
+    tuned = (release.get("summary") or {}).get("tuned_with") or []
+    return [str(e.get(key) or "") for e in tuned]
 
 
 def engine_bytes(file_name: str, body: bytes, engine: str) -> bytes:
@@ -149,28 +120,13 @@ def engine_bytes(file_name: str, body: bytes, engine: str) -> bytes:
     return dump_config_file(parse_config_file(body.decode("utf-8"), source=file_name)).encode()
 
 
-def _check_sha256(files: list, contents: Mapping[str, bytes]) -> None:
-    """PullError naming the first of `files` (`wanted_files`) not in `contents` or whose
-    bytes' sha256 is not the release's."""
-    for wanted in files:
-        if wanted.file_name not in contents:
-            raise PullError(f"{wanted.file_name}: not downloaded; nothing written")
-        got = hashlib.sha256(contents[wanted.file_name]).hexdigest()
-        if got != wanted.sha256:
-            raise PullError(
-                f"{wanted.file_name}: sha256 {got} is not the release's {wanted.sha256}; "
-                "nothing written"
-            )
-
-
 def replace_folder(
     folder: Path, release: Mapping[str, Any], engine: str, contents: Mapping[str, bytes]
 ) -> tuple[list[str], list[str]]:
     """Put a release into `folder` once every file's bytes have their sha256 (`write_atomically`:
     a reader sees each file whole, old or new); files of the previous pull that the release no
-    longer has are removed; the marker is written last. Each file is written as `engine` reads
-    it (`engine_bytes`); the marker keeps the sha256 of any file whose bytes that changed
-    ("written").
+    longer has are removed; the marker, naming the release and its files, is written last.
+    Each file is written as `engine` reads it (`engine_bytes`).
 
     Args:
         folder: the folder (created when missing).
@@ -185,17 +141,18 @@ def replace_folder(
         PullError: naming the first file missing or whose sha256 differs; nothing written.
     """
     files = wanted_files(release, engine)
-    _check_sha256(files, contents)
+    for wanted in files:
+        got = hashlib.sha256(contents[wanted.file_name]).hexdigest()
+        if got != wanted.sha256:
+            raise PullError(
+                f"{wanted.file_name}: sha256 {got} is not the release's {wanted.sha256}; "
+                "nothing written"
+            )
     try:
-        previous = json.loads((folder / MARKER).read_text()).get("files", {})
+        previous = json.loads((folder / MARKER).read_text()).get("files", [])
     except (OSError, ValueError, AttributeError):
-        previous = {}
+        previous = []
     bodies = {w.save_as: engine_bytes(w.file_name, contents[w.file_name], engine) for w in files}
-    written = {
-        w.save_as: hashlib.sha256(bodies[w.save_as]).hexdigest()
-        for w in files
-        if bodies[w.save_as] != contents[w.file_name]
-    }
     write_atomically(folder, bodies)
     removed = [
         name
@@ -204,7 +161,13 @@ def replace_folder(
     ]
     for name in removed:
         (folder / name).unlink()
-    marker = {**_marker(release, engine, files), "written": written}
+    marker = {
+        "device_name": release["device_name"],
+        "release": release["number"],
+        "engine": engine,
+        "content_sha256": release["content_sha256"],
+        "files": list(bodies),
+    }
     write_atomically(folder, {MARKER: (json.dumps(marker, indent=2) + "\n").encode()})
     return list(bodies), removed
 
@@ -240,69 +203,46 @@ def render_pull_recipe(
     site_packages: str,
     engine_version_: str | None = None,
     triton_version: str | None = None,
-    triton_from: str = "given",
 ) -> str:
     """A recipe that runs `tuner pull` of a pinned release (`choose_release`) into a volume
     before the engine starts, then mounts each file of it read-only where the engine's release
     reads it (`tuner.files.mounts.place`; a family's folder named by a variable: the whole
     volume). `fmt`: "k8s-pull" (an init container, an emptyDir) or "compose-pull" (a one-shot
     service, a named volume; per-file `volume.subpath` needs Docker Engine 26+). `server`: the
-    service's URL as the pods reach it; `triton_version`:
-    the serving image's (SGLang's MoE folder), None for the release's (`release_triton`).
+    service's URL as the pods reach it; `triton_version`: the serving image's (SGLang's MoE
+    folder), None for the release's (`release_triton`).
 
     Raises:
-        ValueError: an unknown format or engine version; SGLang MoE files and no Triton version.
+        ValueError: an unknown format or engine version, a bad site-packages path; SGLang MoE
+            files and no Triton version.
     """
     if fmt not in PULL_FORMATS:
         raise ValueError(f"format must be one of {', '.join(PULL_FORMATS)}, got {fmt!r}")
     version = engine_version(engine, engine_version_)
-    if triton_version is None:
-        triton_version, triton_from = release_triton(release), "the one the release was tuned with"
-    device = release["device_name"]
+    site = check_path(site_packages)
+    device, number = release["device_name"], release["number"]
     names = [f["file_name"] for f in release["files"]]
-    triton = (triton_version, triton_from)
-    placed = place(
-        names, device, engine, site_packages, version, triton, release_tuned(release, "gpu_name")
-    )
+    triton = triton_version or release_triton(release)
+    placed = place(names, device, engine, site, version, triton, release_tuned(release, "gpu_name"))
     capabilities = release_tuned(release, "compute_capability")
-    head = _pull_head(release, engine, version, site_packages, placed)
-    head += advice_comments(device, capabilities, engine) + _image_note(fmt)
+    head = [
+        f"# {device} release {number} ({len(names)} file(s), content "
+        f"{release['content_sha256'][:12]}), pulled (every sha256 checked) before {engine} "
+        f"{version} starts and mounted read-only file by file.",
+        *engine_lines(engine, version, site),
+        *folder_lines(placed, "the whole volume"),
+        *placed.notes,
+        *advice_comments(device, capabilities, engine),
+        f"# {PULL_IMAGE}: docker build -t {PULL_IMAGE} . in the tuner's source (for a cluster, "
+        "push it to your registry and set image: to it).",
+    ]
     args = [
         *("tuner", "pull", "--server", server, "--device", device),
-        *("--release", str(release["number"]), "--engine", engine, "--out", "/configs"),
+        *("--release", str(number), "--engine", engine, "--out", "/configs"),
     ]
     body = (_k8s_pull_body if fmt == "k8s-pull" else _compose_pull_body)(args, engine, placed)
     flag = needs_flag(device, capabilities, engine, names)
     return "\n".join(head + body + (flag_lines(fmt) if flag else [])) + "\n"
-
-
-def _pull_head(
-    release: Mapping[str, Any], engine: str, version: str, site: str, placed: Placed
-) -> list[str]:
-    """What the recipe pulls, where the engine reads it, and the folders' variables."""
-    dense_dir = f"{site}/{folder_for(engine, DEFAULT_FAMILY, version)}"
-    head = [
-        f"# {release['device_name']} release {release['number']} ({len(release['files'])} "
-        f"file(s), content {release['content_sha256'][:12]}), pulled before {engine} {version} "
-        "starts and mounted read-only file by file.",
-        f"# tuner pull checks every sha256 and exits non-zero on a mismatch; {engine} "
-        f"{version} reads dense files only from {dense_dir}/",
-    ]
-    unchecked = unchecked_line(engine, version)
-    head += [f"# {unchecked}"] if unchecked else []
-    return head + folder_lines(placed, "the whole volume") + placed.notes
-
-
-def _image_note(fmt: str) -> list[str]:
-    """How to build the project's image, which the recipe runs."""
-    image = PULL_IMAGE
-    where = (
-        f" (a cluster: tag and push it, e.g. docker tag {image} <registry>/{image} && "
-        f"docker push <registry>/{image}, and set image: to it)."
-        if fmt == "k8s-pull"
-        else ", on this host."
-    )
-    return [f"# {image}: docker build -t {image} . in the tuner's source{where}"]
 
 
 def _k8s_pull_body(args: list[str], engine: str, placed: Placed) -> list[str]:

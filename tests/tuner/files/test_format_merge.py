@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from tests.storefill import FAST, SLOW
-from tuner.cli.export import runs_summary
 from tuner.core import CONFIG_KEYS, REQUIRED_M, VLLM_M_GRID
 from tuner.files.format import coverage_summary, dump_config_file, parse_config_file, vllm_pick_key
 from tuner.files.merge import (
@@ -260,11 +259,6 @@ def test_the_standing_sweep_and_those_set_aside_are_named() -> None:
         "compared by latency (another run)",
     ]
     assert runs_note(winner(1, ())) is None
-    assert runs_summary([winner(1, ()), winner(16, (1,)), winner(32, (1, 2))]) == (
-        "note: 2 (N, K, M) were tuned by several sweeps; each shows the winner decided last "
-        "(else the newest sweep's), not the lowest latency across runs; set aside: sweep(s) "
-        "1, 2 (`tuner verify` re-times interleaved)"
-    )
 
 
 def test_a_moe_file_carries_triton_version_first_and_reading_drops_it() -> None:
