@@ -89,14 +89,13 @@ def launch_problem(info: CompileInfo) -> TrialResult | None:
     if info.shared_bytes is not None and info.shared_bytes > limit:
         why = f"shared memory {info.shared_bytes} bytes > {limit} bytes per block on sm{info.arch}"
     elif per_block > MAX_REGISTERS_PER_BLOCK:
-        why = (
-            f"{regs} registers x {warps} warps = {per_block} > {MAX_REGISTERS_PER_BLOCK} registers"
-        )
-        why += " per block"
+        why = f"{regs} registers x {warps} warps = {per_block} > {MAX_REGISTERS_PER_BLOCK}"
+        why += " registers per block"
     else:
         return None
-    why = f"pruned before launch: {why}"
-    return TrialResult(TrialStatus.OUT_OF_RESOURCES, error=why, measure_s=0.0)
+    return TrialResult(
+        TrialStatus.OUT_OF_RESOURCES, error=f"pruned before launch: {why}", measure_s=0.0
+    )
 
 
 def default_cache_dir() -> Path:
@@ -104,8 +103,9 @@ def default_cache_dir() -> Path:
     `~/.cache/blockfp8-tuner/compile`."""
     if os.environ.get(ENV_CACHE_DIR):
         return Path(os.environ[ENV_CACHE_DIR]) / "compile"
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "blockfp8-tuner" / "compile"
+    return Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "blockfp8-tuner", "compile"
+    )
 
 
 def toolchain_key(family: str = DEFAULT_FAMILY) -> str:
@@ -158,8 +158,6 @@ class CompileCache:
     ) -> dict[KernelConfig, CompileInfo]:
         """The cached entries among `configs` (absent ones are left out)."""
         wanted = {self._key(arch, specialization, out_dtype, c)[-1]: c for c in configs}
-        if not wanted:
-            return {}
         marks = ", ".join("?" * len(wanted))  # only the rows asked for: a trial asks for one
         with contextlib.closing(self._connect()) as db:
             rows = db.execute(
@@ -172,7 +170,6 @@ class CompileCache:
                 **{**json.loads(body), "config": wanted[key], "compile_s": 0.0}
             )
             for key, body in rows
-            if key in wanted
         }
 
     def put(self, info: CompileInfo) -> None:

@@ -413,19 +413,16 @@ class _Search:
         for _, _, centre in ok:
             if centre not in self.queues:
                 self.queues[centre] = self.neighbourhood(centre)
-            queue = self.queues[centre]
-            while queue and queue[0] in tracker.results:
-                queue.pop(0)
+            queue = [c for c in self.queues[centre] if c not in tracker.results]
+            self.queues[centre] = queue
             if not queue:
                 continue
             pick = 0
             if fresh and (centre not in moves or queue[0] != apply(centre, moves[centre], axes)):
-                along_fresh = (
-                    i
-                    for i, c in enumerate(queue)
-                    if c not in tracker.results and moved_axes(move_of(centre, c, axes)) in fresh
+                along = (
+                    i for i, c in enumerate(queue) if moved_axes(move_of(centre, c, axes)) in fresh
                 )
-                pick = next(along_fresh, 0)
+                pick = next(along, 0)
             candidate = queue.pop(pick)
             moves.setdefault(candidate, move_of(centre, candidate, axes))
             return candidate
