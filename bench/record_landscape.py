@@ -166,5 +166,8 @@ def landscape_record(
     )
 
 
+app = typer.Typer(add_completion=False)
+app.command()(landscape_record)
+
 if __name__ == "__main__":
-    typer.run(landscape_record)
+    app()

@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from tests.cli.common import ok
@@ -29,9 +28,7 @@ def test_record_returns_the_replayed_landscape(tmp_path, monkeypatch):
     db = f"--db=sqlite:///{tmp_path}/t.db"
     sweep = "sweep --device L20 --model tiny --m 1,16 --strategy grid --trials 200 --replay"
     ok(*sweep.split(), path, "--configs", configs, db)
-    app = typer.Typer()
-    app.command()(rl.landscape_record)
-    record = CliRunner().invoke(app, ["--device", "L20", "--out", "rec/l20.json", db])
+    record = CliRunner().invoke(rl.app, ["--device", "L20", "--out", "rec/l20.json", db])
     assert record.exit_code == 0, record.output
     assert record.stdout.startswith(
         "wrote rec/l20.json: NVIDIA_L20, 4 (N, K, M), 384 trials (336 ok), triton 3.6.0"

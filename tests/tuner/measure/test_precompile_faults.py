@@ -85,6 +85,7 @@ def test_a_dead_compile_process_answers_every_wait_without_rejecting(tmp_path):
     infos = [gate.infos[config] for config in CONFIGS]
     assert infos == [*map(unknown, CONFIGS[:3]), too_big]
     assert results[:3] == [None] * 3  # launched, not rejected
+    assert gate.before(KernelConfig(64, 64, 64, 1, 4, 2)) is None  # never queued: launched too
     assert results[3].status is TrialStatus.OUT_OF_RESOURCES
     assert pool.jobs == CONFIGS[:2] and gate.dispatched == CONFIGS[:2]
     # nothing was cached for the configs the pool failed
@@ -103,13 +104,6 @@ def test_a_cancelled_compile_is_not_cached_as_a_compile_error(tmp_path):
     assert not gate.broken
     got = cache.get_many(CONFIGS, arch=90, specialization=gate.specialization, out_dtype="float16")
     assert got == {}
-
-
-def test_the_gate_launches_what_a_broken_pool_could_not_compile(tmp_path):
-    pool = FakePool()
-    gate = make_gate(pool, CompileCache(tmp_path), CONFIGS[:1])
-    pool.die()
-    assert gate.before(CONFIGS[0]) is None and gate.before(CONFIGS[1]) is None
 
 
 def test_the_worker_replaces_a_broken_pool_after_the_task(tmp_path, monkeypatch):
