@@ -223,6 +223,7 @@ import tuner.kernels.moe.kernel, tuner.kernels.moe.workload, tuner.search.guided
 print('imports ok: sqlalchemy', sqlalchemy.__version__, 'fastapi', fastapi.__version__, \
 'optuna', optuna.__version__)" || bad=1
   python3 bench/vs_shipped.py --help > /dev/null || { echo "bench/vs_shipped.py fails"; bad=1; }
+  python3 bench/record_landscape.py --help > /dev/null || { echo "bench/record_landscape.py fails"; bad=1; }
   echo "== dry run: tuner doctor (no GPU: --arch sm90 --no-compile; exit 1 is a finding)"
   timeout -k 5 "$LIMIT_DOCTOR" python3 -m tuner.cli doctor --arch sm90 --no-compile
   [ $? -le 1 ] || { echo "tuner doctor failed (exit above 1)"; bad=1; }
