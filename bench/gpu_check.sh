@@ -17,7 +17,7 @@
 #   1. CUDA kernel and timing tests: the pytest summary line.
 #   2. landscape: a grid sweep (all 1,280 of vLLM's configs) of one Qwen3.8-27B TP2 shape at
 #      M = 1, 16, 256, 4096 (then more shapes while time is left), in a store of its own so no
-#      later step starts from its optima; `tuner landscape record --complete-only` writes
+#      later step starts from its optima; `bench/record_landscape.py --complete-only` writes
 #      $OUT/landscape_<device>.json (the most durable result, first) and its line
 #      "wrote ...: (N, K, M), trials (ok)"; the sweep's time line gives compile vs measure
 #      seconds and the full-grid wall time per shape.
@@ -50,7 +50,7 @@ GRID_TRIAL_S=0.035 # one trial of the search rung (5 ms warmup + 20 ms of sample
 SEARCH_TRIAL_S=0.030
 TEST_S=0.9         # one CUDA test case: a compile and a few launches
 START_S=15         # a sweep's start: spawn, imports, references
-RECORD_S=30        # `tuner landscape record`: start-up, the store read, the file
+RECORD_S=30        # `bench/record_landscape.py`: start-up, the store read, the file
 DOCTOR_S=10        # `tuner doctor`: start-up, torch import, the GPU query (4 s on this 2-core
                    # CPU); no vLLM among the carried wheels, so it compiles nothing
 # What each step does, and its limit in seconds.
@@ -201,9 +201,9 @@ landscape() {  # DEVICE_ARG [sweep options...]: grid sweeps, one shape each, the
       --tp 2 --m "$LANDSCAPE_M" --strategy grid --no-publish --db "$db" "$@" \
       || echo "-- shape $shape: exit $? (its finished (N, K, M) are kept)"
   done
-  timeout -k 5 "$RECORD_S" python3 -m tuner.cli landscape record --device "$device" \
+  timeout -k 5 "$RECORD_S" python3 bench/record_landscape.py --device "$device" \
     --complete-only --db "$db" --out "$OUT/landscape_${DEVICE}.json" \
-    || { echo "-- landscape record: exit $?"; return 1; }
+    || { echo "-- record_landscape.py: exit $?"; return 1; }
 }
 # dry_checks: on the CPU, everything up to the first step that needs CUDA, and what can be
 # checked of the rest: the imports of every module the steps use, the options each command is
@@ -222,6 +222,7 @@ import tuner.kernels.moe.kernel, tuner.kernels.moe.workload, tuner.search.guided
 print('imports ok: sqlalchemy', sqlalchemy.__version__, 'fastapi', fastapi.__version__, \
 'optuna', optuna.__version__)" || bad=1
   python3 bench/vs_shipped.py --help > /dev/null || { echo "bench/vs_shipped.py fails"; bad=1; }
+  python3 bench/record_landscape.py --help > /dev/null || { echo "bench/record_landscape.py fails"; bad=1; }
   echo "== dry run: tuner doctor (no GPU: --arch sm90; exit 1 is a finding)"
   timeout -k 5 "$LIMIT_DOCTOR" python3 -m tuner.cli doctor --arch sm90
   [ $? -le 1 ] || { echo "tuner doctor failed (exit above 1)"; bad=1; }
@@ -233,7 +234,6 @@ print('imports ok: sqlalchemy', sqlalchemy.__version__, 'fastapi', fastapi.__ver
     done
   done <<'LIST'
 sweep:--device --model --tp --m --strategy --trials --no-publish --db
-landscape record:--device --complete-only --db --out
 export:--device --out --allow-partial
 winners:--device
 verify:--device --model --tp --m --allow-partial

@@ -11,7 +11,8 @@ its recorded timings (no GPU); quality = optimum latency_us / best latency_us fo
   restriction that admits the configs the landscape recorded as ok, so configs that cannot
   launch are outside Kernel Tuner's search space (they cost nothing, as for `guided`);
 - `optuna:<name>`: optuna's TPE, CMA-ES and GP samplers on the integer coordinates of
-  `tuner.search.axes` (log2 block sizes), pruned configs told as failed and not counted;
+  `tuner.search.axes` (each value's index on its axis), pruned configs told as failed and
+  not counted;
 - `random`: distinct configs in a seeded random order, pruned ones not counted.
 
 Warm starts (vLLM's default first; in "sweep" mode also the winners the same peer found for
@@ -53,6 +54,7 @@ from tuner.measure.landscape import Landscape, load_landscape  # noqa: E402
 from tuner.measure.trial import TrialResult  # noqa: E402
 from tuner.search.axes import space_axes  # noqa: E402
 from tuner.search.base import PRUNED, BudgetedEvaluate, Evaluate, History, best  # noqa: E402
+from tuner.search.optuna_tpe import param_name  # noqa: E402
 from tuner.search.registry import STRATEGIES, get_strategy  # noqa: E402
 from tuner.search.warm_start import related, warm_start_for_task  # noqa: E402
 
@@ -259,13 +261,17 @@ class OptunaPeer:
         tracker = BudgetedEvaluate(evaluate, space, budget, free=self.free)
         axes = space_axes(space)
         distributions = {
-            axis.param: optuna.distributions.IntDistribution(axis.low, axis.high) for axis in axes
+            param_name(axis): optuna.distributions.IntDistribution(0, len(axis.values) - 1)
+            for axis in axes
         }
         study = optuna.create_study(direction="minimize", sampler=sampler)
         for config in dict.fromkeys(warm_start):
             if config in tracker.allowed:
                 study.enqueue_trial(
-                    {axis.param: axis.coordinate(getattr(config, axis.key)) for axis in axes}
+                    {
+                        param_name(axis): axis.values.index(getattr(config, axis.key))
+                        for axis in axes
+                    }
                 )
         asks = 0
         with warnings.catch_warnings():
@@ -274,7 +280,7 @@ class OptunaPeer:
                 asks += 1
                 trial = study.ask(distributions)
                 config = KernelConfig(
-                    **{axis.key: axis.value(trial.params[axis.param]) for axis in axes}
+                    **{axis.key: axis.values[trial.params[param_name(axis)]] for axis in axes}
                 )
                 result = tracker(config)
                 if result is not None and result.ok:

@@ -4,7 +4,7 @@
 
 This is not a measurement. It stands in for a recorded GPU landscape so that search strategies
 can be benchmarked on the CPU; the real yardstick is a landscape recorded on a GPU with
-`tuner landscape record` (bench/landscapes/README.md). The model has the effects that shape the
+`bench/record_landscape.py` (bench/landscapes/README.md). The model has the effects that shape the
 real landscape: DRAM traffic with tile re-reads moderated by GROUP_SIZE_M's L2 reuse, latency-
 bound bandwidth (bytes in flight from num_stages and occupancy), tensor-core time with padding
 waste and per-tile efficiency, the per-K-tile scale epilogue, wave quantization over the SMs,

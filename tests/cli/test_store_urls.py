@@ -53,7 +53,6 @@ READERS = {
     "compare": "compare --device interpreter --model tiny",
     "publish": "publish --device L20",
     "worker": "worker --device interpreter",
-    "landscape record": "landscape record --device L20 --out x.json",
 }
 # The commands that create a store that does not exist yet.
 WRITERS = {

@@ -1,7 +1,7 @@
 """The `tuner` command line: the Typer app and the one place every command is registered.
 
 Commands live in their own modules (sweep, export, imports, status, serving, db_admin, verify,
-compare, shapes, landscape, ...), which share `tuner.cli.options` (the options),
+compare, shapes, ...), which share `tuner.cli.options` (the options),
 `tuner.cli.output`, `tuner.cli.arguments`, `tuner.cli.devices` and `tuner.cli.store`; this
 module imports them and nothing imports it back.
 """
@@ -17,7 +17,6 @@ from tuner.cli import (
     doctor,
     export,
     imports,
-    landscape,
     recipe,
     serving,
     shapes,
@@ -56,11 +55,6 @@ shapes_app = _group(
     "config.json.",
 )
 db_app = _group("db", "Manage the store: its schema, its backup.")
-landscape_app = _group(
-    "landscape",
-    "Landscapes: recorded timings of a device, replayed by `tuner sweep --replay` and "
-    "bench/search_quality.py.",
-)
 recipe_app = _group("recipe", "Ready-to-run text for sweeps inside the serving image.", False)
 
 app.command()(sweep.sweep)
@@ -78,7 +72,6 @@ app.command("publish")(export.publish_cmd)
 app.command("pull")(serving.pull)
 app.command()(ab.ab)
 recipe_app.command("sweep")(recipe.recipe_sweep)
-landscape_app.command("record")(landscape.landscape_record)
 shapes_app.command("list")(shapes.shapes_list)
 shapes_app.command("show")(shapes.shapes_show)
 shapes_app.command("from-log")(shapes.from_log)

@@ -12,7 +12,6 @@ import json
 import multiprocessing as mp
 import os
 import re
-import sqlite3
 import threading
 import time
 import warnings
@@ -89,14 +88,13 @@ def launch_problem(info: CompileInfo) -> TrialResult | None:
     if info.shared_bytes is not None and info.shared_bytes > limit:
         why = f"shared memory {info.shared_bytes} bytes > {limit} bytes per block on sm{info.arch}"
     elif per_block > MAX_REGISTERS_PER_BLOCK:
-        why = (
-            f"{regs} registers x {warps} warps = {per_block} > {MAX_REGISTERS_PER_BLOCK} registers"
-        )
-        why += " per block"
+        why = f"{regs} registers x {warps} warps = {per_block} > {MAX_REGISTERS_PER_BLOCK}"
+        why += " registers per block"
     else:
         return None
-    why = f"pruned before launch: {why}"
-    return TrialResult(TrialStatus.OUT_OF_RESOURCES, error=why, measure_s=0.0)
+    return TrialResult(
+        TrialStatus.OUT_OF_RESOURCES, error=f"pruned before launch: {why}", measure_s=0.0
+    )
 
 
 def default_cache_dir() -> Path:
@@ -104,8 +102,9 @@ def default_cache_dir() -> Path:
     `~/.cache/blockfp8-tuner/compile`."""
     if os.environ.get(ENV_CACHE_DIR):
         return Path(os.environ[ENV_CACHE_DIR]) / "compile"
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "blockfp8-tuner" / "compile"
+    return Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "blockfp8-tuner", "compile"
+    )
 
 
 def toolchain_key(family: str = DEFAULT_FAMILY) -> str:
@@ -127,62 +126,42 @@ def toolchain_key(family: str = DEFAULT_FAMILY) -> str:
 
 
 class CompileCache:
-    """CompileInfo per (toolchain, arch, specialization, out_dtype, config) of one family in one
-    SQLite file, which several processes read and write at once (WAL, busy timeout)."""
+    """CompileInfo per (toolchain, arch, specialization, out_dtype, config) of one family: one
+    JSON file per entry, in a folder per (toolchain, arch, specialization, out_dtype), each
+    written whole and renamed into place, so several processes share the cache."""
 
     def __init__(
         self, directory: Path | str | None = None, *, family: str = DEFAULT_FAMILY
     ) -> None:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
-        self.path = self.directory / "compile.sqlite"
         self.toolchain = toolchain_key(family)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with contextlib.closing(self._connect()) as db, db:
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS compile_info (toolchain TEXT, arch INTEGER, "
-                "specialization TEXT, out_dtype TEXT, config TEXT, body TEXT, "
-                "PRIMARY KEY (toolchain, arch, specialization, out_dtype, config))"
-            )
 
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=30.0)
-        db.execute("PRAGMA journal_mode=WAL")
-        return db
-
-    def _key(self, arch: int, specialization: str, out_dtype: str, config: KernelConfig) -> tuple:
-        values = ",".join(str(value) for value in config.as_dict().values())
-        return (self.toolchain, arch, specialization, out_dtype, values)
+    def _path(self, arch: int, specialization: str, out_dtype: str, config: KernelConfig) -> Path:
+        where = f"{self.toolchain}|sm{arch}|{specialization}|{out_dtype}"
+        name = "-".join(str(value) for value in config.as_dict().values())
+        return self.directory / hashlib.sha256(where.encode()).hexdigest()[:24] / f"{name}.json"
 
     def get_many(
         self, configs: Iterable[KernelConfig], *, arch: int, specialization: str, out_dtype: str
     ) -> dict[KernelConfig, CompileInfo]:
         """The cached entries among `configs` (absent ones are left out)."""
-        wanted = {self._key(arch, specialization, out_dtype, c)[-1]: c for c in configs}
-        if not wanted:
-            return {}
-        marks = ", ".join("?" * len(wanted))  # only the rows asked for: a trial asks for one
-        with contextlib.closing(self._connect()) as db:
-            rows = db.execute(
-                "SELECT config, body FROM compile_info WHERE toolchain=? AND arch=? AND "
-                f"specialization=? AND out_dtype=? AND config IN ({marks})",
-                (self.toolchain, arch, specialization, out_dtype, *wanted),
-            ).fetchall()
-        return {
-            wanted[key]: CompileInfo(
-                **{**json.loads(body), "config": wanted[key], "compile_s": 0.0}
-            )
-            for key, body in rows
-            if key in wanted
-        }
+        found = {}
+        for config in configs:
+            try:
+                path = self._path(arch, specialization, out_dtype, config)
+                body = json.loads(path.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                continue
+            found[config] = CompileInfo(**{**body, "config": config, "compile_s": 0.0})
+        return found
 
     def put(self, info: CompileInfo) -> None:
         """Store one entry (replacing an older one with the same key)."""
-        key = self._key(info.arch, info.specialization, info.out_dtype, info.config)
-        with contextlib.closing(self._connect()) as db, db:
-            db.execute(
-                "INSERT OR REPLACE INTO compile_info VALUES (?, ?, ?, ?, ?, ?)",
-                (*key, json.dumps({**asdict(info), "config": None})),
-            )
+        path = self._path(info.arch, info.specialization, info.out_dtype, info.config)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")
+        partial.write_text(json.dumps({**asdict(info), "config": None}), encoding="utf-8")
+        os.replace(partial, path)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ winner kept only if it beats the runner-up by more than the measured spread."""
 
 from __future__ import annotations
 
+import functools
 import gc
 import itertools
 import math
@@ -12,7 +13,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from tuner.kernels.config import KernelConfig
 from tuner.measure.trial import TrialResult
@@ -53,46 +54,31 @@ def percentiles(values: Sequence[float]) -> tuple[float, float, float]:
     return statistics.median(values), cuts[0], cuts[3]
 
 
-class Timer(Protocol):
-    """Times one region of work: `start()`, run the work, then `stop()` -> seconds."""
-
-    def start(self) -> None: ...
-
-    def stop(self) -> float: ...
+# Times one region of work: runs `work` and answers the seconds it took.
+Timer = Callable[[Callable[[], object]], float]
 
 
-class WallTimer:
-    """Timer on a wall clock (`clock`, seconds): for work done when the call returns."""
+def wall_timer(clock: Callable[[], float] = time.perf_counter) -> Timer:
+    """A Timer on a wall clock (`clock`, seconds): for work done when the call returns."""
 
-    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
-        self.clock = clock
-        self._start = 0.0
+    def timed(work: Callable[[], object]) -> float:
+        start = clock()
+        work()
+        return clock() - start
 
-    def start(self) -> None:
-        self._start = self.clock()
-
-    def stop(self) -> float:
-        return self.clock() - self._start
+    return timed
 
 
-class CudaEventTimer:
-    """Timer on CUDA events recorded on the current stream: device time of the work between."""
+def cuda_timer(work: Callable[[], object]) -> float:
+    """A Timer on CUDA events recorded on the current stream: device time of the work."""
+    import torch  # imported after the runner pinned its GPU
 
-    def __init__(self) -> None:
-        import torch  # imported after the runner pinned its GPU
-
-        self._torch = torch
-        self._start: Any = None
-
-    def start(self) -> None:
-        self._start = self._torch.cuda.Event(enable_timing=True)
-        self._start.record()
-
-    def stop(self) -> float:
-        end = self._torch.cuda.Event(enable_timing=True)
-        end.record()
-        end.synchronize()
-        return self._start.elapsed_time(end) / 1e3  # elapsed_time is in milliseconds
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    work()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3  # elapsed_time is in milliseconds
 
 
 @dataclass(frozen=True)
@@ -184,9 +170,7 @@ class Sampler:
     def sample_s(self) -> float:
         """Time the next batch; seconds per launch."""
         batch = next(self._batches)
-        self.timer.start()
-        self.run_batch(batch)
-        return self.timer.stop() / self.plan.launches
+        return self.timer(functools.partial(self.run_batch, batch)) / self.plan.launches
 
     def samples_s(self) -> list[float]:
         """plan.samples samples in a row, seconds per launch each."""

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -91,7 +89,7 @@ class KernelRunner:
         interpreter_reps: timed samples per config on the interpreter.
         warmup_s: seconds of untimed graph replays per config (CUDA).
         rep_s: seconds of timed graph replays per config (CUDA).
-        timer: clock of the timed region; CUDA events, or `WallTimer()` on the interpreter,
+        timer: times the timed region; CUDA events, or `wall_timer()` on the interpreter,
             when None.
 
     Raises:
@@ -125,7 +123,9 @@ class KernelRunner:
         self.weights = [self.workload.weights()]  # copy 0 is the input weight itself
         self._timed_out: Any = None  # the output every timed launch writes into
         self._samplers: OrderedDict[KernelConfig, noise.Sampler] = OrderedDict()
-        self._stream: Any = None
+        # CUDA timing work runs on a side stream of its own, as torch asks before a capture;
+        # `torch.cuda.stream(None)` does nothing on the interpreter.
+        self._stream = torch.cuda.Stream() if self.on_gpu else None
 
     def check(self, config: KernelConfig) -> TrialResult:
         """Run once into a NaN-poisoned output and compare with the reference: `ok` with
@@ -172,14 +172,14 @@ class KernelRunner:
             Exception: whatever launching or capturing raises (`evaluate` records it).
         """
         sampler = self._sampler(config)
-        with self._on_stream():
+        with self._torch.cuda.stream(self._stream):
             return noise.percentiles([sample * 1e6 for sample in sampler.samples_s()])
 
     def sample_us(self, config: KernelConfig) -> float:
         """One more sample (microseconds per launch) of a config that passed `check`, for the
         interleaved re-timing; the last KEPT_SAMPLERS configs keep their graphs and rotation."""
         sampler = self._sampler(config)
-        with self._on_stream():
+        with self._torch.cuda.stream(self._stream):
             return sampler.sample_s() * 1e6
 
     def _launch(self, config: KernelConfig, out=None):
@@ -198,20 +198,12 @@ class KernelRunner:
         while len(self.weights) < copies:
             self.weights.append(tuple(tensor.clone() for tensor in self.weights[0]))
 
-    @contextmanager
-    def _on_stream(self) -> Iterator[None]:
-        """CUDA timing work on a side stream of its own, as torch asks before a capture."""
-        if self.on_gpu and self._stream is None:
-            self._stream = self._torch.cuda.Stream()
-        with self._torch.cuda.stream(self._stream) if self.on_gpu else nullcontext():
-            yield
-
     def _sampler(self, config: KernelConfig) -> noise.Sampler:
         """The config's sampler, warmed up; built (and the oldest dropped) when not kept."""
         if config in self._samplers:
             self._samplers.move_to_end(config)
             return self._samplers[config]
-        with self._on_stream():
+        with self._torch.cuda.stream(self._stream):
             sampler = self._build_cuda(config) if self.on_gpu else self._build_eager(config)
             sampler.warm()
         self._samplers[config] = sampler
@@ -227,7 +219,7 @@ class KernelRunner:
             for copy in plan.copy_order(batch):
                 self._launch_copy(config, copy)
 
-        return noise.Sampler(plan, run_batch, self.timer or noise.WallTimer())
+        return noise.Sampler(plan, run_batch, self.timer or noise.wall_timer())
 
     def _graph(self, config: KernelConfig, order) -> Any:
         return noise.capture_graph([partial(self._launch_copy, config, copy) for copy in order])
@@ -238,15 +230,13 @@ class KernelRunner:
         l2_bytes = self._torch.cuda.get_device_properties(weights[0].device).L2_cache_size
         first = noise.copies_for(copy_bytes, l2_bytes)
         self._ensure_copies(first)
-        timer = self.timer or noise.CudaEventTimer()
+        timer = self.timer or noise.cuda_timer
         self._launch_copy(config, 0)  # loads the kernel before anything is captured or timed
         # The launch time the plan is sized with comes from a small graph: an eager launch
         # through Triton's Python launcher costs more CPU than a decode-size kernel runs.
         probe = self._graph(config, [i % first for i in range(noise.ESTIMATE_LAUNCHES)])
         probe.replay()  # the first replay uploads the graph
-        timer.start()
-        probe.replay()
-        launch_s = max(timer.stop(), 1e-9) / noise.ESTIMATE_LAUNCHES
+        launch_s = max(timer(probe.replay), 1e-9) / noise.ESTIMATE_LAUNCHES
         del probe
         plan = noise.cuda_plan(copy_bytes, l2_bytes, launch_s, self.warmup_s, self.rep_s)
         self._ensure_copies(plan.copies)

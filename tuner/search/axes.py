@@ -1,5 +1,5 @@
-"""The axes of a config space as ordered integer coordinates (log2 exponents for power-of-two
-axes), and the neighbours of a config along them."""
+"""The axes of a config space as ordered values (a value's coordinate is its index), and the
+neighbours of a config along them."""
 
 from __future__ import annotations
 
@@ -13,57 +13,25 @@ from tuner.kernels.config import KernelConfig
 
 @dataclass(frozen=True)
 class Axis:
-    """One config key and its values in the space, ascending; `log2`: they are consecutive
-    powers of two, whose coordinates are their exponents."""
+    """One config key and its values in the space, ascending. A value's coordinate is its
+    index: block sizes and warps are consecutive powers of two, so their index steps are
+    doublings; num_stages counts; GROUP_SIZE_M (1, 16, 32, 64) is ordered, not spaced."""
 
     key: str
     values: tuple[int, ...]
-    log2: bool
-
-    @property
-    def param(self) -> str:
-        """Parameter name as a search library sees it, e.g. `log2_BLOCK_SIZE_M`."""
-        return f"log2_{self.key}" if self.log2 else self.key
-
-    def coordinate(self, value: int) -> int:
-        """A value's integer coordinate: its log2 on a log2 axis, the value itself for
-        consecutive integers (num_stages), else its index (GROUP_SIZE_M: 1, 16, 32, 64)."""
-        if self.log2:
-            return value.bit_length() - 1
-        return value if self._consecutive else self.values.index(value)
-
-    def value(self, coordinate: int) -> int:
-        """Inverse of `coordinate`."""
-        if self.log2:
-            return 1 << coordinate
-        return coordinate if self._consecutive else self.values[coordinate]
-
-    @property
-    def _consecutive(self) -> bool:
-        return list(self.values) == list(range(self.values[0], self.values[-1] + 1))
 
 
 def space_axes(space: Sequence[KernelConfig]) -> tuple[Axis, ...]:
-    """The six axes of a space, in vLLM's key order; num_stages is never a log2 axis (stages
-    are counted, not scaled).
+    """The six axes of a space, in vLLM's key order.
 
     Raises:
         ValueError: the space is empty.
     """
     if not space:
         raise ValueError("the config space is empty")
-    axes = []
-    for key in CONFIG_KEYS:
-        values = tuple(sorted({getattr(config, key) for config in space}))
-        exponents = [value.bit_length() - 1 for value in values]
-        log2 = (
-            key != "num_stages"
-            and len(values) > 1
-            and all(value > 0 and value & (value - 1) == 0 for value in values)
-            and exponents == list(range(exponents[0], exponents[-1] + 1))
-        )
-        axes.append(Axis(key, values, log2))
-    return tuple(axes)
+    return tuple(
+        Axis(key, tuple(sorted({getattr(config, key) for config in space}))) for key in CONFIG_KEYS
+    )
 
 
 def neighbours(

@@ -184,33 +184,29 @@ class RidgeGuide:
         self.row = {config: i for i, config in enumerate(self.configs)}
         self.x, self.adjacent = encoded(tuple(self.configs), tuple(axes))
         self.calls = 0
-        # Trials seen so far (a prefix of the tracker's history): the measured rows, and the
-        # rows and log(latency_us) of the ok ones, in history order.
-        self.seen = 0
-        self.measured = np.zeros(len(self.configs), dtype=bool)
-        self.ok_rows: list[int] = []
-        self.ok_y: list[float] = []
 
     def __call__(self, tracker: BudgetedEvaluate) -> KernelConfig | None:
         """The next proposal, or None: fewer than MIN_FIT ok trials, or nothing left."""
-        for config, result in tracker.history[self.seen :]:
-            self.measured[self.row[config]] = True
+        measured = np.zeros(len(self.configs), dtype=bool)
+        ok_rows: list[int] = []
+        ok_y: list[float] = []
+        for config, result in tracker.history:
+            measured[self.row[config]] = True
             if result.ok:
-                self.ok_rows.append(self.row[config])
-                self.ok_y.append(float(np.log(result.ok_latency_us)))
-        self.seen = len(tracker.history)
-        if len(self.ok_rows) < MIN_FIT:
+                ok_rows.append(self.row[config])
+                ok_y.append(float(np.log(result.ok_latency_us)))
+        if len(ok_rows) < MIN_FIT:
             return None
         self.calls += 1
-        y = np.array(self.ok_y)
-        x = self.x[self.ok_rows]
+        y = np.array(ok_y)
+        x = self.x[ok_rows]
         # Dual form, as there are fewer trials than features: w = X^T (X X^T + ridge I)^-1 y,
         # with y centred (the mean is the unpenalised intercept).
         alpha = np.linalg.solve(x @ x.T + RIDGE * np.eye(len(y)), y - y.mean())
         predicted = self.x @ (x.T @ alpha) + y.mean()
-        candidates = ~self.measured
+        candidates = ~measured
         if self.calls % 2 == 0:
-            top = [self.ok_rows[i] for i in np.argsort(y, kind="stable")[:LOCAL_TOP]]
+            top = [ok_rows[i] for i in np.argsort(y, kind="stable")[:LOCAL_TOP]]
             local = candidates & self.adjacent[top].any(axis=0)
             if local.any():
                 candidates = local
@@ -417,19 +413,16 @@ class _Search:
         for _, _, centre in ok:
             if centre not in self.queues:
                 self.queues[centre] = self.neighbourhood(centre)
-            queue = self.queues[centre]
-            while queue and queue[0] in tracker.results:
-                queue.pop(0)
+            queue = [c for c in self.queues[centre] if c not in tracker.results]
+            self.queues[centre] = queue
             if not queue:
                 continue
             pick = 0
             if fresh and (centre not in moves or queue[0] != apply(centre, moves[centre], axes)):
-                along_fresh = (
-                    i
-                    for i, c in enumerate(queue)
-                    if c not in tracker.results and moved_axes(move_of(centre, c, axes)) in fresh
+                along = (
+                    i for i, c in enumerate(queue) if moved_axes(move_of(centre, c, axes)) in fresh
                 )
-                pick = next(along_fresh, 0)
+                pick = next(along, 0)
             candidate = queue.pop(pick)
             moves.setdefault(candidate, move_of(centre, candidate, axes))
             return candidate

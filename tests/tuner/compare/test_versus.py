@@ -240,12 +240,11 @@ class _Timer:
     def __init__(self, marlin) -> None:
         self.marlin = marlin
 
-    def start(self) -> None:
-        self.counts = (len(self.marlin.PROCESSED), len(self.marlin.APPLIED))
-
-    def stop(self) -> float:
+    def __call__(self, work) -> float:
+        counts = (len(self.marlin.PROCESSED), len(self.marlin.APPLIED))
+        work()
         processed, applied = len(self.marlin.PROCESSED), len(self.marlin.APPLIED)
-        assert (processed, applied) == (self.counts[0], self.counts[1] + 1)
+        assert (processed, applied) == (counts[0], counts[1] + 1)
         return 2e-6
 
 

@@ -1,5 +1,5 @@
 """Landscapes and their recorded timings: file round trip, answers, samples, the file read once
-while unchanged. A replayed sweep in the store: tests/cli/test_landscape_record.py; a file's
+while unchanged. A replayed sweep in the store: tests/bench/test_record_landscape.py; a file's
 statistics: tests/bench/test_landscape_stats.py."""
 
 import json

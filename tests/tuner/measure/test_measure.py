@@ -16,7 +16,7 @@ from tuner.kernels.accuracy import relative_error
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
 from tuner.measure import noise
-from tuner.measure.noise import TimingPlan, WallTimer
+from tuner.measure.noise import TimingPlan, wall_timer
 from tuner.measure.runner import KEPT_SAMPLERS, REL_TOL, KernelRunner, Problem, classify_error
 from tuner.measure.runners import GpuRunner, InterpreterRunner, ReplayRunner, Runner, make_runner
 
@@ -100,7 +100,7 @@ class DeviceClock:
 
 def test_interpreter_timing_rotates_real_weight_copies(monkeypatch):
     clock = DeviceClock([0.003, 0.005])
-    runner = KernelRunner(TIMED, device="cpu", interpreter_reps=3, timer=WallTimer(clock))
+    runner = KernelRunner(TIMED, device="cpu", interpreter_reps=3, timer=wall_timer(clock))
     real_launch = runner._launch_copy
     outputs = []
 
@@ -156,7 +156,7 @@ def test_cuda_path_plan_graphs_and_per_launch_time(monkeypatch):
         "get_device_properties",
         lambda device: SimpleNamespace(L2_cache_size=4 * COPY_BYTES),
     )
-    runner = KernelRunner(TIMED, device="cpu", warmup_s=0.003, rep_s=0.01, timer=WallTimer(clock))
+    runner = KernelRunner(TIMED, device="cpu", warmup_s=0.003, rep_s=0.01, timer=wall_timer(clock))
 
     def launch(config, copy):
         if not clock.replaying:
@@ -187,7 +187,7 @@ def test_cuda_path_plan_graphs_and_per_launch_time(monkeypatch):
 
 def test_samplers_are_kept_for_the_last_configs_only(monkeypatch):
     clock = DeviceClock([0.001, 0.002])
-    runner = KernelRunner(TIMED, device="cpu", timer=WallTimer(clock))
+    runner = KernelRunner(TIMED, device="cpu", timer=wall_timer(clock))
     monkeypatch.setattr(runner, "_launch_copy", lambda config, copy: clock.launched(copy))
     configs = [KernelConfig(16, 64, 64, group, 4, 2) for group in range(1, KEPT_SAMPLERS + 2)]
     assert [runner.sample_us(config) for config in configs] == pytest.approx(

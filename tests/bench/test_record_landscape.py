@@ -1,15 +1,25 @@
-"""`tuner landscape record`: a replayed sweep's trials come back as the landscape they came from."""
+"""bench/record_landscape.py: a replayed sweep's trials come back as the landscape they came
+from."""
 
+import importlib.util
 import re
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from tests.cli.common import ok
 from tests.cli.robust import ENVIRONMENT, write_landscape
-from tuner.cli.landscape import build_landscape
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure.landscape import load_landscape
+
+SPEC = importlib.util.spec_from_file_location(
+    "record_landscape", Path(__file__).resolve().parents[2] / "bench" / "record_landscape.py"
+)
+rl = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(rl)
+build_landscape = rl.build_landscape
 
 
 def test_record_returns_the_replayed_landscape(tmp_path, monkeypatch):
@@ -18,7 +28,8 @@ def test_record_returns_the_replayed_landscape(tmp_path, monkeypatch):
     db = f"--db=sqlite:///{tmp_path}/t.db"
     sweep = "sweep --device L20 --model tiny --m 1,16 --strategy grid --trials 200 --replay"
     ok(*sweep.split(), path, "--configs", configs, db)
-    record = ok(*"landscape record --device L20 --out rec/l20.json".split(), db)
+    record = CliRunner().invoke(rl.app, ["--device", "L20", "--out", "rec/l20.json", db])
+    assert record.exit_code == 0, record.output
     assert record.stdout.startswith(
         "wrote rec/l20.json: NVIDIA_L20, 4 (N, K, M), 384 trials (336 ok), triton 3.6.0"
     )

@@ -1,8 +1,13 @@
-"""`tuner landscape record`: write a device's stored trials as a landscape file for replay (and
-for bench/search_quality.py; bench/landscape_stats.py says what a file's problems offer)."""
+"""Write a device's stored trials as a landscape file, for `tuner sweep --replay`,
+bench/search_quality.py and bench/peers.py (bench/landscape_stats.py says what a file's
+problems offer):
+
+    python bench/record_landscape.py --device H200 [--complete-only] [--db URL] --out FILE
+"""
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -11,18 +16,20 @@ from typing import Annotated
 
 import typer
 
-from db import repo
-from db.repo import DeviceTrialRow, session_scope
-from tuner.cli.errors import fail
-from tuner.cli.options import DbOpt, DeviceOpt
-from tuner.cli.output import plain
-from tuner.cli.store import device_in_store, open_db
-from tuner.core import OutDtype, TrialStatus
-from tuner.kernels.config import KernelConfig
-from tuner.kernels.registry import DEFAULT_FAMILY, get_family
-from tuner.kernels.shape import block_shape_text, block_sort_key
-from tuner.measure.landscape import Landscape, landscape_from_results
-from tuner.measure.trial import TrialResult
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from db import repo  # noqa: E402
+from db.repo import DeviceTrialRow, session_scope  # noqa: E402
+from tuner.cli.errors import fail  # noqa: E402
+from tuner.cli.options import DbOpt, DeviceOpt  # noqa: E402
+from tuner.cli.output import plain  # noqa: E402
+from tuner.cli.store import device_in_store, open_db  # noqa: E402
+from tuner.core import OutDtype, TrialStatus  # noqa: E402
+from tuner.kernels.config import KernelConfig  # noqa: E402
+from tuner.kernels.registry import DEFAULT_FAMILY, get_family  # noqa: E402
+from tuner.kernels.shape import block_shape_text, block_sort_key  # noqa: E402
+from tuner.measure.landscape import Landscape, landscape_from_results  # noqa: E402
+from tuner.measure.trial import TrialResult  # noqa: E402
 
 
 def _complete(results: list, spaces: list[str], notes: list[str]) -> list:
@@ -157,3 +164,10 @@ def landscape_record(
         f"wrote {out}: {device_name}, {len(landscape.problems)} (N, K, M), {trials} "
         f"trials ({ok} ok), triton {landscape.environment.get('triton', '?')}"
     )
+
+
+app = typer.Typer(add_completion=False)
+app.command()(landscape_record)
+
+if __name__ == "__main__":
+    app()
