@@ -17,7 +17,6 @@ import torch
 import triton.language as tl
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.kernel import OUT_DTYPES
 from tuner.kernels.dense.workload import FP8_MAX, dequantize
 from tuner.kernels.interpreter import fix_interpreter_index
 from tuner.kernels.moe.family import VLLM_MOE
@@ -26,13 +25,13 @@ from tuner.kernels.moe.space import (
     max_padded_slots,
     uses_naive_assignment,
     uses_swap_ab,
-    why_invalid,
 )
 from tuner.kernels.shape import Shape
 from tuner.kernels.target import (
     DEFAULT_TORCH_DTYPE,
     Capture,
     Compiled,
+    captured,
     compile_call,
     compile_launch,
 )
@@ -78,12 +77,8 @@ def moe_align_block_size(
         block_size)] int32 (0 past the blocks in use), num_tokens_post_padded [1] int32.
 
     Raises:
-        ValueError: block_size or num_experts not positive, or an id out of range.
+        ValueError: an id out of range.
     """
-    if block_size < 1 or num_experts < 1:
-        raise ValueError(
-            f"block_size and num_experts must be positive, got {block_size}, {num_experts}"
-        )
     device = topk_ids.device
     flat = topk_ids.reshape(-1).to(torch.int64)
     numel = flat.numel()
@@ -171,13 +166,9 @@ def make_moe_inputs(
     and above its smallest normal.
 
     Raises:
-        ValueError: a non-positive size, or top_k > E.
+        ValueError: top_k out of 1..E (`route`).
     """
     group_n, group_k = block_shape
-    if min(M, E, N, K, top_k, group_n, group_k) < 1 or top_k > E:
-        raise ValueError(
-            f"bad MoE problem M={M} E={E} N={N} K={K} top_k={top_k} block_shape={list(block_shape)}"
-        )
     generator = torch.Generator(device="cpu").manual_seed(seed)
 
     def normal(*shape: int) -> torch.Tensor:
@@ -379,11 +370,8 @@ class MoeWorkload:
         w2 [E, K, N], w2_scale), one copy of `weights()`.
 
         Raises:
-            ValueError: bad config, dtype or shapes.
+            ValueError: bad config, dtype or shapes (`invoke_moe_gemm`'s checks).
         """
-        parsed = KernelConfig.runnable(config.as_dict(), self.block_shape, why_invalid)
-        if out_dtype not in OUT_DTYPES:
-            raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
         w1, w1_scale, w2, w2_scale = weights
         x, (M, top_k), group_k = self.inputs, self.inputs.topk_ids.shape, self.block_shape[1]
         K, N = x.x.shape[1], w2.shape[2]
@@ -391,8 +379,8 @@ class MoeWorkload:
             out = torch.empty(M, K, dtype=out_dtype, device=x.x.device)
         elif tuple(out.shape) != (M, K) or out.dtype != out_dtype or not out.is_contiguous():
             raise ValueError(f"out must be a contiguous [{M}, {K}] {out_dtype} tensor")
-        routing = (x.topk_weights, *self.alignment(parsed.BLOCK_SIZE_M))
-        launch = {"config": parsed.as_dict(), "block_shape": self.block_shape}
+        routing = (x.topk_weights, *self.alignment(config.BLOCK_SIZE_M))
+        launch = {"config": config.as_dict(), "block_shape": self.block_shape}
         gate_up = out.new_empty(M * top_k, 2 * N)
         up = (x.x, x.x_scale, w1, w1_scale, gate_up, *routing)
         self.gemm(*up, mul_routed_weight=False, top_k=top_k, **launch)
@@ -454,14 +442,11 @@ def compile_for_target(
         RuntimeError: imported under TRITON_INTERPRET=1.
         triton.CompilationError: the compiler rejected the kernel.
     """
-    sizes = (M, shape.N, shape.K, shape.param("E"), shape.param("top_k"))
-    if min(sizes) <= 0:
-        raise ValueError(f"M, N, K, E, top_k must be positive, got {', '.join(map(str, sizes))}")
-    compiled = []
-    for args, launch in meta_gemms(config, shape, M, out_dtype):
-        capture = Capture()
-        invoke_moe_gemm(*args, **launch, arch=arch, kernel=capture)
-        compiled.append(compile_call(fused_moe_fp8_block_kernel, arch, *capture.calls[0]))
+    launches = [
+        captured(invoke_moe_gemm, *args, **launch, arch=arch)
+        for args, launch in meta_gemms(config, shape, M, out_dtype)
+    ]
+    compiled = [compile_call(fused_moe_fp8_block_kernel, arch, *launch) for launch in launches]
     return compiled[0]
 
 
@@ -480,8 +465,7 @@ def compile_moe_pairs(
     vllm, kernel = importlib.import_module(VLLM_MOE.module), VLLM_MOE.kernel()
     pairs = []
     for args, launch in meta_gemms(config, shape, M):
-        ours, theirs = Capture(), Capture()
-        invoke_moe_gemm(*args, **launch, arch=arch, kernel=ours)
+        ours, theirs = captured(invoke_moe_gemm, *args, **launch, arch=arch), Capture()
         setattr(vllm, VLLM_MOE.function, theirs)
         try:
             vllm_moe_gemm(*args, **launch, module=VLLM_MOE.module)
@@ -491,6 +475,6 @@ def compile_moe_pairs(
         if "SWAP_AB" in kwargs:
             swap = uses_swap_ab(kwargs["BLOCK_SIZE_M"], kwargs["BLOCK_SIZE_N"], arch)
             kwargs = dict(kwargs, SWAP_AB=swap)
-        ours_compiled = compile_launch(fused_moe_fp8_block_kernel, arch, *ours.calls[0])
+        ours_compiled = compile_launch(fused_moe_fp8_block_kernel, arch, *ours)
         pairs.append((ours_compiled, compile_launch(kernel, arch, their_args, kwargs)))
     return pairs
