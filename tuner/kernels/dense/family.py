@@ -125,15 +125,12 @@ FILES_FOLDER = "vllm/model_executor/layers/quantization/utils/configs/"
 
 def _walk_order(linear: Any, capability: int) -> list:
     """vLLM's block-FP8 kernels in the order its selection tries them: after
-    `_resolve_backend_kernels` (the Humming reordering) where this vLLM has it."""
+    `_resolve_backend_kernels` (the Humming reordering)."""
     from vllm.platforms import current_platform
 
-    kernels = list(linear._POSSIBLE_FP8_BLOCK_KERNELS.get(current_platform._enum, []))
-    resolve = getattr(linear, "_resolve_backend_kernels", None)
-    if resolve is None:
-        return kernels
-    return list(
-        resolve(kernels, "scaled-mm", quantization="fp8_block_w8a8", compute_capability=capability)
+    kernels = linear._POSSIBLE_FP8_BLOCK_KERNELS.get(current_platform._enum, [])
+    return linear._resolve_backend_kernels(
+        kernels, "scaled-mm", quantization="fp8_block_w8a8", compute_capability=capability
     )
 
 
@@ -167,8 +164,7 @@ def select(capability: int, model: ModelAsked) -> Answer:
     for N, K in model.dense or DEFAULT_DENSE:
         configs[(N, K)] = block_fp8_layer_config(N, K, torch.bfloat16)
         chosen[(N, K)] = choose(configs[(N, K)], kernels, capability, quantization="fp8_block_w8a8")
-    counts = Counter(chosen.values())
-    main = max(counts, key=lambda kernel: counts[kernel])  # the first of the most common
+    main = Counter(chosen.values()).most_common(1)[0][0]  # the first of the most common
     first = next(shape for shape, kernel in chosen.items() if kernel is main)
     others: dict[str, list[str]] = {}
     for (N, K), kernel in chosen.items():
