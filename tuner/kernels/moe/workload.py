@@ -102,31 +102,6 @@ def moe_align_block_size(
     return sorted_token_ids, expert_ids, num_tokens_post_padded
 
 
-@dataclass(frozen=True)
-class MoeInputs:
-    """One fused-MoE problem: M tokens, E experts of intermediate size N, hidden size K.
-
-    Attributes:
-        x: [M, K] float8_e4m3fn activations, quantized per 1 x group_k (`quantize_groups`).
-        x_scale: [M, ceil(K / group_k)] float32.
-        w1: [E, 2N, K] float8_e4m3fn gate and up projections (gate rows first, as vLLM's w13).
-        w1_scale: [E, ceil(2N / group_n), ceil(K / group_k)] float32.
-        w2: [E, K, N] float8_e4m3fn down projections.
-        w2_scale: [E, ceil(K / group_n), ceil(N / group_k)] float32.
-        topk_weights: [M, top_k] float32 routing weights, each row summing to 1.
-        topk_ids: [M, top_k] int32 experts of each token, distinct per row.
-    """
-
-    x: torch.Tensor
-    x_scale: torch.Tensor
-    w1: torch.Tensor
-    w1_scale: torch.Tensor
-    w2: torch.Tensor
-    w2_scale: torch.Tensor
-    topk_weights: torch.Tensor
-    topk_ids: torch.Tensor
-
-
 def quantize_groups(values: torch.Tensor, group_k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Each 1 x group_k group of [R, C] values quantized to e4m3 with its own scale, in the
     precision of `values`, as vLLM 0.33.0's `per_token_group_quant_fp8` (fp8_utils.py): scale =
@@ -155,9 +130,10 @@ def make_moe_inputs(
     *,
     seed: int,
     device: str | torch.device = "cpu",
-) -> MoeInputs:
-    """One fused-MoE problem, the same on every device: drawn on the CPU from one generator
-    seeded with `seed`, in the order x, logits, w1, w2, w1_scale, w2_scale, then moved.
+) -> MoeWorkload:
+    """One fused-MoE problem (`MoeWorkload`), the same on every device: drawn on the CPU from
+    one generator seeded with `seed`, in the order x, logits, w1, w2, w1_scale, w2_scale, then
+    moved.
 
     As vLLM 0.33.0's benchmark_moe.py draws it: activations and weights standard normal (weights
     cast to e4m3), routing from standard-normal logits [M, E] (`route`); the activations are
@@ -184,7 +160,8 @@ def make_moe_inputs(
     w2_scale = scales(math.ceil(K / group_n), math.ceil(N / group_k))
     x_q, x_scale = quantize_groups(x, group_k)
     tensors = (x_q, x_scale, w1, w1_scale, w2, w2_scale, *route(logits, top_k))
-    return MoeInputs(*(tensor.to(device) for tensor in tensors))
+    x_q, x_scale, w1, w1_scale, w2, w2_scale, weights, ids = (t.to(device) for t in tensors)
+    return MoeWorkload(x_q, x_scale, w1, w1_scale, w2, w2_scale, weights, ids, block_shape)
 
 
 def reference_moe_gemm(
@@ -223,35 +200,6 @@ def _truncate_to_bf16(values: torch.Tensor) -> torch.Tensor:
     (toward zero), as Triton's interpreter stores fp32 into bf16 (a GPU rounds to nearest);
     returned as float64."""
     return (values.float().contiguous().view(torch.int32) & -65536).view(torch.float32).double()
-
-
-def reference_expert_mlp(
-    inputs: MoeInputs, block_shape: tuple[int, int], intermediate_dtype: torch.dtype | None = None
-) -> torch.Tensor:
-    """The whole expert MLP in float64, [M, K]: h = gate_up GEMM; a = silu_and_mul(h)
-    re-quantized per 1 x group_k; y = down GEMM of a times the routing weights; the sum of y over
-    each token's top_k slots.
-
-    `intermediate_dtype`: the dtype vLLM stores h and silu_and_mul(h) in (bf16 in serving); they
-    are rounded to it as there, else a few percent of the re-quantized fp8 codes differ by one
-    step and the reference carries about 2% of error no config can remove. On the CPU (Triton's
-    interpreter) h is rounded to bf16 toward zero, as the interpreter does. None: no rounding.
-    """
-    M, top_k = inputs.topk_ids.shape
-
-    def stored(values: torch.Tensor) -> torch.Tensor:
-        return values if intermediate_dtype is None else values.to(intermediate_dtype).double()
-
-    h = reference_moe_gemm(
-        inputs.x, inputs.x_scale, inputs.w1, inputs.w1_scale, inputs.topk_ids, top_k, block_shape
-    )
-    interpreted = h.device.type == "cpu" and intermediate_dtype == torch.bfloat16
-    h = _truncate_to_bf16(h) if interpreted else stored(h)
-    a, a_scale = quantize_groups(stored(silu_and_mul(h)), block_shape[1])
-    y = reference_moe_gemm(
-        a, a_scale, inputs.w2, inputs.w2_scale, inputs.topk_ids, 1, block_shape, inputs.topk_weights
-    )
-    return y.view(M, top_k, -1).sum(dim=1)
 
 
 def vllm_moe_gemm(
@@ -300,7 +248,8 @@ def vllm_moe_gemm(
 
 @dataclass
 class MoeWorkload:
-    """The expert MLP of one MoE layer at M tokens (`make_moe_inputs`).
+    """The expert MLP of one MoE layer: M tokens, E experts of intermediate size N, hidden size
+    K (`make_moe_inputs` draws it).
 
     Timed, against vLLM 0.33.0's benchmark_moe.py (which times `fused_topk` + `fused_experts`):
     both GEMMs with one config, the SiLU-and-mul, the re-quantization and the sum over top_k.
@@ -308,14 +257,32 @@ class MoeWorkload:
     quantization (once); they do not depend on the config (but the alignment on BLOCK_SIZE_M),
     and vLLM runs them as CUDA kernels our torch versions would not match. Routing is drawn once
     per problem (the script redraws it per timed iteration).
+
+    Attributes:
+        x: [M, K] float8_e4m3fn activations, quantized per 1 x group_k (`quantize_groups`).
+        x_scale: [M, ceil(K / group_k)] float32.
+        w1: [E, 2N, K] float8_e4m3fn gate and up projections (gate rows first, as vLLM's w13).
+        w1_scale: [E, ceil(2N / group_n), ceil(K / group_k)] float32.
+        w2: [E, K, N] float8_e4m3fn down projections.
+        w2_scale: [E, ceil(K / group_n), ceil(N / group_k)] float32.
+        topk_weights: [M, top_k] float32 routing weights, each row summing to 1.
+        topk_ids: [M, top_k] int32 experts of each token, distinct per row.
+        block_shape: [group_n, group_k].
+        gemm: one expert GEMM as `invoke_moe_gemm` takes it; a vLLM source's workload
+            replaces it.
     """
 
-    inputs: MoeInputs
+    x: torch.Tensor
+    x_scale: torch.Tensor
+    w1: torch.Tensor
+    w1_scale: torch.Tensor
+    w2: torch.Tensor
+    w2_scale: torch.Tensor
+    topk_weights: torch.Tensor
+    topk_ids: torch.Tensor
     block_shape: tuple[int, int]
-    num_experts: int
-    _alignments: dict[int, Alignment] = field(default_factory=dict)
-    # One expert GEMM as `invoke_moe_gemm` takes it; a vLLM source's workload replaces it.
     gemm: Callable[..., torch.Tensor] = invoke_moe_gemm
+    _alignments: dict[int, Alignment] = field(default_factory=dict)
 
     @classmethod
     def make(cls, shape: Shape, M: int, *, seed: int, device: str) -> MoeWorkload:
@@ -327,24 +294,41 @@ class MoeWorkload:
             ValueError: the shape has no block shape (`Shape.block_pair`).
         """
         E, top_k, block_shape = shape.param("E"), shape.param("top_k"), shape.block_pair("moe")
-        inputs = make_moe_inputs(
-            M, E, shape.N, shape.K, top_k, block_shape, seed=seed, device=device
-        )
-        return cls(inputs, block_shape, E)
+        return make_moe_inputs(M, E, shape.N, shape.K, top_k, block_shape, seed=seed, device=device)
 
     @property
     def out_shape(self) -> tuple[int, ...]:
         """[M, K] of the layer's output."""
-        return tuple(self.inputs.x.shape)
+        return tuple(self.x.shape)
 
     def weights(self) -> tuple[torch.Tensor, ...]:
         """(w1, w1_scale, w2, w2_scale): what a launch reads that serving does not keep in L2."""
-        i = self.inputs
-        return (i.w1, i.w1_scale, i.w2, i.w2_scale)
+        return (self.w1, self.w1_scale, self.w2, self.w2_scale)
 
     def reference(self, out_dtype: torch.dtype | None = None) -> torch.Tensor:
-        """[M, K] float64 (`reference_expert_mlp`), the intermediates rounded to out_dtype."""
-        return reference_expert_mlp(self.inputs, self.block_shape, out_dtype)
+        """The whole expert MLP in float64, [M, K]: h = gate_up GEMM; a = silu_and_mul(h)
+        re-quantized per 1 x group_k; y = down GEMM of a times the routing weights; the sum of
+        y over each token's top_k slots.
+
+        `out_dtype`: the dtype vLLM stores h and silu_and_mul(h) in (bf16 in serving); they are
+        rounded to it as there, else a few percent of the re-quantized fp8 codes differ by one
+        step and the reference carries about 2% of error no config can remove. On the CPU
+        (Triton's interpreter) h is rounded to bf16 toward zero, as the interpreter does. None:
+        no rounding.
+        """
+        (M, top_k), ids, block_shape = self.topk_ids.shape, self.topk_ids, self.block_shape
+
+        def stored(values: torch.Tensor) -> torch.Tensor:
+            return values if out_dtype is None else values.to(out_dtype).double()
+
+        up = (self.x, self.x_scale, self.w1, self.w1_scale)
+        h = reference_moe_gemm(*up, ids, top_k, block_shape)
+        interpreted = h.device.type == "cpu" and out_dtype == torch.bfloat16
+        h = _truncate_to_bf16(h) if interpreted else stored(h)
+        a, a_scale = quantize_groups(stored(silu_and_mul(h)), block_shape[1])
+        weights = self.topk_weights
+        y = reference_moe_gemm(a, a_scale, self.w2, self.w2_scale, ids, 1, block_shape, weights)
+        return y.view(M, top_k, -1).sum(dim=1)
 
     def alignment(self, block_size_m: int) -> Alignment:
         """The routing for one BLOCK_SIZE_M as vLLM hands it to the GEMMs at this M, kept: where
@@ -352,7 +336,7 @@ class MoeWorkload:
         passes instead of `moe_align_block_size`'s outputs (no sorted_token_ids, expert_ids =
         topk_ids.view(-1), [topk_ids.numel() * BLOCK_SIZE_M])."""
         if block_size_m not in self._alignments:
-            ids, E = self.inputs.topk_ids, self.num_experts
+            ids, E = self.topk_ids, self.w1.shape[0]
             if uses_naive_assignment(ids.shape[0], ids.shape[1], E):
                 padded = torch.tensor([ids.numel() * block_size_m], dtype=torch.int32)
                 found: Alignment = (None, ids.reshape(-1).contiguous(), padded.to(ids.device))
@@ -373,16 +357,16 @@ class MoeWorkload:
             ValueError: bad config, dtype or shapes (`invoke_moe_gemm`'s checks).
         """
         w1, w1_scale, w2, w2_scale = weights
-        x, (M, top_k), group_k = self.inputs, self.inputs.topk_ids.shape, self.block_shape[1]
-        K, N = x.x.shape[1], w2.shape[2]
+        (M, top_k), group_k = self.topk_ids.shape, self.block_shape[1]
+        K, N = self.x.shape[1], w2.shape[2]
         if out is None:
-            out = torch.empty(M, K, dtype=out_dtype, device=x.x.device)
+            out = torch.empty(M, K, dtype=out_dtype, device=self.x.device)
         elif tuple(out.shape) != (M, K) or out.dtype != out_dtype or not out.is_contiguous():
             raise ValueError(f"out must be a contiguous [{M}, {K}] {out_dtype} tensor")
-        routing = (x.topk_weights, *self.alignment(config.BLOCK_SIZE_M))
+        routing = (self.topk_weights, *self.alignment(config.BLOCK_SIZE_M))
         launch = {"config": config.as_dict(), "block_shape": self.block_shape}
         gate_up = out.new_empty(M * top_k, 2 * N)
-        up = (x.x, x.x_scale, w1, w1_scale, gate_up, *routing)
+        up = (self.x, self.x_scale, w1, w1_scale, gate_up, *routing)
         self.gemm(*up, mul_routed_weight=False, top_k=top_k, **launch)
         act = quantize_groups(silu_and_mul(gate_up.float()).to(out_dtype).float(), group_k)
         down = out.new_empty(M, top_k, K)
