@@ -214,7 +214,8 @@ def vllm_moe_gemm(
     nine `operands`: A, A_scale, B, B_scale, C, topk_weights, sorted_token_ids, expert_ids,
     num_tokens_post_padded) and passing them to `dispatch_fused_moe_kernel` as vLLM 0.33.0's
     `fused_experts_impl` does on the fp8_w8a8 block path (C viewed as [rows * top_k, 1, N],
-    whose strides equal vLLM's [rows, top_k, N] cache's; no zero points or bias; compute_type
+    whose strides equal vLLM's [rows, top_k, N] cache's; no zero points, B_bias left at its
+    default None; compute_type
     C's Triton dtype). `module`: vLLM's fused_moe module (`tuner.kernels.moe.family.VLLM_MOE`'s).
     Returns C."""
     A, A_scale, B, B_scale, C, topk_weights, sorted_ids, expert_ids, padded = operands
@@ -241,7 +242,6 @@ def vllm_moe_gemm(
         use_int4_w4a16=False,
         per_channel_quant=False,
         block_shape=list(block_shape),
-        B_bias=None,
     )
     return C
 
