@@ -25,12 +25,12 @@ from tuner.run import gpus
 def resolve_kernel_choice(choice: str) -> tuple[str, str]:
     """(source, space label) of --kernel here (`tuner.kernels.source.choose_kernel`); exit 2."""
     try:
-        chosen = choose_kernel(choice)
+        source, note = choose_kernel(choice)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    if chosen.note:  # auto took the builtin beside an installed vLLM: say why
-        typer.echo(f"note: {chosen.note}", err=True)
-    return chosen.source, kernel_label(chosen.source)
+    if note:  # auto took the builtin beside an installed vLLM: say why
+        typer.echo(f"note: {note}", err=True)
+    return source, kernel_label(source)
 
 
 def resolve_runner(

@@ -12,7 +12,7 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
 
     Args:
         out: the kernel's output, [M, N] or [..., N] with as many elements as ref.
-        ref: [M, N] float64 reference (reference_matmul).
+        ref: [M, N] float64 reference (a workload's `reference()`).
 
     Returns:
         The error (dimensionless); inf if out holds any NaN or inf, or if ref is all zeros and

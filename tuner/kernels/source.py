@@ -95,16 +95,10 @@ def vllm_version() -> str | None:
         return "unknown"
 
 
-# The child that asks the installed vLLM whether it keeps the real Triton (module doc). A vLLM
-# without `vllm.triton_utils` (older releases) has no placeholder: its Triton is the real one.
+# The child that asks the installed vLLM whether it keeps the real Triton (module doc).
 _TRITON_PROBE = """\
 import json
-try:
-    from vllm.triton_utils import HAS_TRITON
-except ModuleNotFoundError as exc:
-    if not (exc.name or "").startswith("vllm.triton_utils"):
-        raise
-    HAS_TRITON = True
+from vllm.triton_utils import HAS_TRITON
 print(json.dumps(bool(HAS_TRITON)))
 """
 PROBE_TIMEOUT_S = 180
@@ -160,21 +154,7 @@ def _ask_triton(site: str, environment: tuple[tuple[str, str], ...]) -> str:
     return f"importing vLLM {version}'s triton_utils failed (exit {run.returncode}: {tail[:200]})"
 
 
-@dataclass(frozen=True)
-class KernelResolution:
-    """A `--kernel` choice made concrete on this machine.
-
-    Attributes:
-        source: "vllm" or "builtin".
-        note: one line saying why "auto" took the builtin although vLLM is importable (its
-            Triton is a placeholder here); "" otherwise.
-    """
-
-    source: str
-    note: str = ""
-
-
-def choose_kernel(choice: str) -> KernelResolution:
+def choose_kernel(choice: str) -> tuple[str, str]:
     """A `--kernel` choice made concrete on this machine, with the reason when "auto" cannot
     take vLLM's kernels although vLLM is importable (`vllm_triton_problem`).
 
@@ -183,24 +163,21 @@ def choose_kernel(choice: str) -> KernelResolution:
             builtin), "vllm" or "builtin".
 
     Returns:
-        The KernelResolution.
+        (source, note): "vllm" or "builtin", and one line saying why "auto" took the builtin
+        although vLLM is importable (its Triton is a placeholder here), else "".
 
     Raises:
         ValueError: an unknown choice; "vllm" where vLLM is not importable, or where its Triton
             is a placeholder (the message, one line, says how to run it).
     """
     source = resolve_kernel(choice)
-    if source == BUILTIN:
-        return KernelResolution(BUILTIN)
-    problem = vllm_triton_problem()
+    problem = "" if source == BUILTIN else vllm_triton_problem()
     if not problem:
-        return KernelResolution(VLLM)
+        return source, ""
     if choice == VLLM:
         raise ValueError(f"--kernel vllm: {problem}: {PLACEHOLDER_FIX}")
-    return KernelResolution(
-        BUILTIN,
-        f"--kernel auto times the builtin kernels: {problem} "
-        f"(for --kernel vllm: {PLACEHOLDER_FIX})",
+    return BUILTIN, (
+        f"--kernel auto times the builtin kernels: {problem} (for --kernel vllm: {PLACEHOLDER_FIX})"
     )
 
 

@@ -42,6 +42,14 @@ class Capture:
         return lambda *args, **kwargs: self.calls.append((args, kwargs))
 
 
+def captured(launcher: Any, *args: Any, **kwargs: Any) -> tuple[tuple, dict]:
+    """(args, kwargs) of the one kernel launch `launcher(*args, **kwargs, kernel=...)` makes,
+    recorded by a `Capture` in place of its kernel (on "meta" tensors nothing runs)."""
+    capture = Capture()
+    launcher(*args, **kwargs, kernel=capture)
+    return capture.calls[0]
+
+
 def bind(fn: Any, arch: int, args: tuple, kwargs: dict) -> tuple[Specialization, dict]:
     """(specialization, options) of one launch of `fn` for GPUTarget("cuda", arch, 32), as
     Triton's own launcher binds it (`create_function_from_signature`, `JITFunction._pack_args`,

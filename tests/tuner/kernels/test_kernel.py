@@ -4,6 +4,7 @@ tensor (our K loop) computes the right value and leaves Triton as it was."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import random
@@ -20,8 +21,9 @@ from tuner.kernels.accuracy import relative_error
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul, w8a8_block_fp8_matmul_kernel
 from tuner.kernels.dense.space import VLLM_AXES, default_config
-from tuner.kernels.dense.workload import BlockFp8Inputs, make_inputs, reference_matmul
+from tuner.kernels.dense.workload import DenseWorkload
 from tuner.kernels.interpreter import fix_interpreter_index
+from tuner.kernels.shape import Shape
 
 BLOCK_SHAPE = (128, 128)
 TOLERANCE = 1e-2  # relative Frobenius error, as tuner/measure/runner.py checks a bf16 output
@@ -60,6 +62,10 @@ FIXED = [
 MAX_PROGRAMS = 16  # keeps one interpreted random launch short
 
 
+def make_inputs(M: int, N: int, K: int, *, seed: int, device: str = "cpu") -> DenseWorkload:
+    return DenseWorkload.make(Shape(N, K, BLOCK_SHAPE), M, seed=seed, device=device)
+
+
 def random_cases(seed: int, count: int) -> list[tuple]:
     """`count` cases from vLLM's config grid and shapes with awkward M, N, K, small enough to
     run in the interpreter."""
@@ -81,7 +87,7 @@ CASES = [
 ] + random_cases(SEED, 6)
 
 
-def run_case(inputs: BlockFp8Inputs, config: KernelConfig, out_dtype, out_shape) -> torch.Tensor:
+def run_case(inputs: DenseWorkload, config: KernelConfig, out_dtype, out_shape) -> torch.Tensor:
     """Launch with C pre-filled with NaN, so unwritten elements stay NaN. On a GPU, a config
     whose shared memory the device cannot give (Triton's OutOfResources) is skipped: the
     interpreter has no such limit."""
@@ -114,33 +120,31 @@ def run_case(inputs: BlockFp8Inputs, config: KernelConfig, out_dtype, out_shape)
     ids=[f"seed{SEED}-M{c[0]}-N{c[1]}-K{c[2]}-{c[3].short()}" for c in CASES],
 )
 def test_kernel_matches_float64_reference(M, N, K, config, out_dtype) -> None:
-    inputs = make_inputs(M, N, K, BLOCK_SHAPE, seed=SEED, device=DEVICE)
+    inputs = make_inputs(M, N, K, seed=SEED, device=DEVICE)
     out = run_case(inputs, config, out_dtype, (M, N))
-    assert relative_error(out, reference_matmul(inputs, BLOCK_SHAPE)) < TOLERANCE
+    assert relative_error(out, inputs.reference()) < TOLERANCE
 
 
 @needs_device
 def test_kernel_takes_leading_dims_allocates_its_output_and_handles_empty_m() -> None:
     """A [2, 5, K] is an M = 10 problem; C comes back as [2, 5, N]."""
-    flat = make_inputs(10, 192, 160, BLOCK_SHAPE, seed=SEED, device=DEVICE)
-    inputs = BlockFp8Inputs(
-        A=flat.A.view(2, 5, 160), B=flat.B, As=flat.As.view(2, 5, 2), Bs=flat.Bs
-    )
+    flat = make_inputs(10, 192, 160, seed=SEED, device=DEVICE)
+    inputs = dataclasses.replace(flat, A=flat.A.view(2, 5, 160), As=flat.As.view(2, 5, 2))
     out = run_case(inputs, default_config(), BF16, (2, 5, 192))
-    assert relative_error(out, reference_matmul(flat, BLOCK_SHAPE)) < TOLERANCE
+    assert relative_error(out, inputs.reference()) < TOLERANCE
     config = default_config().as_dict()
     out = w8a8_block_fp8_matmul(
         flat.A, flat.B, flat.As, flat.Bs, BLOCK_SHAPE, config, out_dtype=FP16
     )
     assert out.shape == (10, 192) and out.dtype == FP16
-    empty = make_inputs(0, 64, 128, BLOCK_SHAPE, seed=SEED, device=DEVICE)
+    empty = make_inputs(0, 64, 128, seed=SEED, device=DEVICE)
     out = w8a8_block_fp8_matmul(empty.A, empty.B, empty.As, empty.Bs, BLOCK_SHAPE, config)
     assert out.shape == (0, 64)
 
 
 def _bad_call(**changes: object) -> None:
-    inputs = make_inputs(4, 256, 256, BLOCK_SHAPE, seed=0)
-    args = {**vars(inputs), "block_shape": BLOCK_SHAPE, "config": default_config().as_dict()}
+    inputs = make_inputs(4, 256, 256, seed=0)
+    args = {**vars(inputs), "config": default_config().as_dict()}
     w8a8_block_fp8_matmul(**{**args, **changes})  # type: ignore[arg-type]
 
 
@@ -177,7 +181,7 @@ def test_reference_on_hand_computed_case() -> None:
     B = torch.tensor([[1.0, 1.0, 1.0], [2.0, 0.0, -1.0], [0.25, 16.0, 2.0]]).to(torch.float8_e4m3fn)
     As = torch.tensor([[0.5, 2.0], [1.0, 0.25]])  # row m: k in {0, 1} -> As[m, 0], k = 2 -> [m, 1]
     Bs = torch.tensor([[1.0, 4.0], [0.5, 3.0]])  # rows n in {0, 1} -> Bs[0], n = 2 -> Bs[1]
-    ref = reference_matmul(BlockFp8Inputs(A=A, B=B, As=As, Bs=Bs), (2, 2))
+    ref = DenseWorkload(A=A, B=B, As=As, Bs=Bs, block_shape=(2, 2)).reference()
     expected = torch.tensor(
         [
             # m = 0: 0.5 * (1*1 + 2*1) * 1 + 2 * 3*1 * 4;  0.5 * (1*2 + 0) * 1 + 2 * 3*(-1) * 4;
@@ -194,9 +198,10 @@ def test_reference_on_hand_computed_case() -> None:
 
 
 def test_make_inputs_is_seeded_and_in_range() -> None:
-    first, again = (make_inputs(5, 300, 260, BLOCK_SHAPE, seed=7) for _ in range(2))
-    other = make_inputs(5, 300, 260, BLOCK_SHAPE, seed=8)  # shapes: the wrapper's checks
-    assert all(torch.equal(t.float(), getattr(again, n).float()) for n, t in vars(first).items())
+    first, again = (make_inputs(5, 300, 260, seed=7) for _ in range(2))
+    other = make_inputs(5, 300, 260, seed=8)  # shapes: the wrapper's checks
+    tensors = ("A", "B", "As", "Bs")
+    assert all(torch.equal(getattr(first, n).float(), getattr(again, n).float()) for n in tensors)
     assert not torch.equal(first.A.float(), other.A.float())
     values = first.B.float()
     assert values.abs().max() <= 448.0 and values.min() < -300.0 and values.max() > 300.0

@@ -81,16 +81,16 @@ def test_a_driverless_host_takes_the_builtin_for_auto_and_refuses_vllm(
     --kernel vllm is refused with the fix; CUDA_VISIBLE_DEVICES="" keeps the real Triton. A
     worker (`resolve_kernel`) only looks for the package."""
     from tests.standin_vllm import NO_DRIVER_VARIABLE
-    from tuner.kernels.source import PLACEHOLDER_FIX, KernelResolution, choose_kernel
+    from tuner.kernels.source import PLACEHOLDER_FIX, choose_kernel
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert choose_kernel("auto") == KernelResolution("vllm")
+    assert choose_kernel("auto") == ("vllm", "")
     monkeypatch.setenv(NO_DRIVER_VARIABLE, "1")
     problem = (
         "vLLM 0.33.0 replaces triton with a placeholder here (vllm/triton_utils/"
         "importing.py finds no single active GPU driver), so its kernels cannot run"
     )
-    assert choose_kernel("auto") == KernelResolution(
+    assert choose_kernel("auto") == (
         "builtin",
         f"--kernel auto times the builtin kernels: {problem} (for --kernel vllm: "
         f"{PLACEHOLDER_FIX})",
@@ -99,7 +99,7 @@ def test_a_driverless_host_takes_the_builtin_for_auto_and_refuses_vllm(
         choose_kernel("vllm")
     assert str(refused.value) == f"--kernel vllm: {problem}: {PLACEHOLDER_FIX}"
     assert 'CUDA_VISIBLE_DEVICES=""' in PLACEHOLDER_FIX
-    assert choose_kernel("builtin") == KernelResolution("builtin")
+    assert choose_kernel("builtin") == ("builtin", "")
     assert resolve_kernel("vllm") == "vllm"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert choose_kernel("vllm") == KernelResolution("vllm")
+    assert choose_kernel("vllm") == ("vllm", "")

@@ -15,79 +15,22 @@ from triton.compiler import CompiledKernel
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.family import VLLM_DENSE
-from tuner.kernels.dense.kernel import (
-    _check_block_shape,
-    w8a8_block_fp8_matmul,
-    w8a8_block_fp8_matmul_kernel,
-)
+from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul, w8a8_block_fp8_matmul_kernel
 from tuner.kernels.dense.space import DEFAULT_BLOCK_SHAPE
 from tuner.kernels.shape import Shape
 from tuner.kernels.target import (
     DEFAULT_TORCH_DTYPE,
-    Capture,
     Compiled,
+    captured,
     compile_call,
     compile_launch,
 )
 
 # Largest finite float8_e4m3fn value: torch.finfo(torch.float8_e4m3fn).max.
 FP8_MAX = 448.0
-# Scales are drawn uniform in [SCALE_LOW, SCALE_HIGH). See make_inputs for why.
+# Scales are drawn uniform in [SCALE_LOW, SCALE_HIGH). See DenseWorkload.make for why.
 SCALE_LOW = 1e-3
 SCALE_HIGH = 4e-3
-
-
-@dataclass(frozen=True)
-class BlockFp8Inputs:
-    """A [M, K] and B [N, K] float8_e4m3fn; As [M, ceil(K / group_k)] and
-    Bs [ceil(N / group_n), ceil(K / group_k)] float32 scales."""
-
-    A: torch.Tensor
-    B: torch.Tensor
-    As: torch.Tensor
-    Bs: torch.Tensor
-
-
-def make_inputs(
-    M: int,
-    N: int,
-    K: int,
-    block_shape: tuple[int, int] = (128, 128),
-    *,
-    seed: int,
-    device: str | torch.device = "cpu",
-) -> BlockFp8Inputs:
-    """Random inputs of an M x N x K block-FP8 GEMM, the same on every device: drawn on the CPU
-    from a generator seeded with `seed`, in the order A, B, As, Bs, then moved to `device`.
-
-    A and B as vLLM 0.33.0's tuning script (benchmark_w8a8_block_fp8.py) draws them: uniform in
-    [-448, 448], cast to e4m3. Scales uniform in [1e-3, 4e-3), not vLLM's [0, 0.01): each term is
-    at most 448^2 * 4e-3^2 = 3.2, so for K up to 18432 (DeepSeek-V3's largest) even the worst sum
-    stays below fp16's largest finite value 65,504, typical outputs sit far above its smallest
-    normal, and no scale is near zero (no output row or block vanishes and hides an error).
-
-    Raises:
-        ValueError: a dimension is negative or a group size is not positive.
-    """
-    group_n, group_k = block_shape
-    if min(M, N, K) < 0 or group_n <= 0 or group_k <= 0:
-        raise ValueError(f"bad problem M={M} N={N} K={K} block_shape={list(block_shape)}")
-    generator = torch.Generator(device="cpu").manual_seed(seed)
-
-    def fp8(rows: int, cols: int) -> torch.Tensor:
-        values = (torch.rand(rows, cols, generator=generator) * 2 - 1) * FP8_MAX
-        return values.clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
-
-    def scales(rows: int, cols: int) -> torch.Tensor:
-        unit = torch.rand(rows, cols, generator=generator, dtype=torch.float32)
-        return SCALE_LOW + unit * (SCALE_HIGH - SCALE_LOW)
-
-    A, B = fp8(M, K), fp8(N, K)
-    As, Bs = (
-        scales(M, math.ceil(K / group_k)),
-        scales(math.ceil(N / group_n), math.ceil(K / group_k)),
-    )
-    return BlockFp8Inputs(*(tensor.to(device) for tensor in (A, B, As, Bs)))
 
 
 def dequantize(
@@ -100,58 +43,76 @@ def dequantize(
     return values.double() * expanded.repeat_interleave(group_shape[1], dim=1)[:, :cols]
 
 
-def reference_matmul(inputs: BlockFp8Inputs, block_shape: tuple[int, int]) -> torch.Tensor:
-    """What the GEMM approximates, [M, N] float64 (M = A.numel() // K): C[m, n] = sum_k
-    A[m, k] * As[m, k // group_k] * B[n, k] * Bs[n // group_n, k // group_k]."""
-    group_n, group_k = block_shape
-    K = inputs.B.shape[1]
-    a = dequantize(
-        inputs.A.reshape(-1, K), inputs.As.reshape(-1, inputs.As.shape[-1]), (1, group_k)
-    )
-    return a @ dequantize(inputs.B, inputs.Bs, (group_n, group_k)).T
-
-
 @dataclass(frozen=True)
 class DenseWorkload:
-    """A [M, K] x B [N, K]^T with block scales (`make_inputs`); [group_n, group_k] `block_shape`;
-    `kernel`: a JITFunction with the builtin kernel's parameters to launch instead of it."""
+    """A [M, K] x B [N, K]^T with block scales: A and B float8_e4m3fn, As [M, ceil(K /
+    group_k)] and Bs [ceil(N / group_n), ceil(K / group_k)] float32 (A and As may carry leading
+    dims instead of M); [group_n, group_k] `block_shape`; `kernel`: a JITFunction with the
+    builtin kernel's parameters to launch instead of it."""
 
-    inputs: BlockFp8Inputs
+    A: torch.Tensor
+    B: torch.Tensor
+    As: torch.Tensor
+    Bs: torch.Tensor
     block_shape: tuple[int, int]
     kernel: Any = None
 
     @classmethod
     def make(cls, shape: Shape, M: int, *, seed: int, device: str) -> DenseWorkload:
-        """Draw the inputs of (shape, M) with `seed` on `device` ("cuda" or "cpu").
+        """Random inputs of (shape, M), the same on every device: drawn on the CPU from a
+        generator seeded with `seed`, in the order A, B, As, Bs, then moved to `device`.
+
+        A and B as vLLM 0.33.0's tuning script (benchmark_w8a8_block_fp8.py) draws them:
+        uniform in [-448, 448], cast to e4m3. Scales uniform in [1e-3, 4e-3), not vLLM's
+        [0, 0.01): each term is at most 448^2 * 4e-3^2 = 3.2, so for K up to 18432
+        (DeepSeek-V3's largest) even the worst sum stays below fp16's largest finite value
+        65,504, typical outputs sit far above its smallest normal, and no scale is near zero
+        (no output row or block vanishes and hides an error).
 
         Raises:
             ValueError: the shape has no block shape (`Shape.block_pair`).
         """
-        block_shape = shape.block_pair("dense")
-        return cls(
-            make_inputs(M, shape.N, shape.K, block_shape, seed=seed, device=device), block_shape
-        )
+        (N, K), (group_n, group_k) = (shape.N, shape.K), shape.block_pair("dense")
+        generator = torch.Generator(device="cpu").manual_seed(seed)
+
+        def fp8(rows: int, cols: int) -> torch.Tensor:
+            values = (torch.rand(rows, cols, generator=generator) * 2 - 1) * FP8_MAX
+            return values.clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+
+        def scales(rows: int, cols: int) -> torch.Tensor:
+            unit = torch.rand(rows, cols, generator=generator, dtype=torch.float32)
+            return SCALE_LOW + unit * (SCALE_HIGH - SCALE_LOW)
+
+        kg = math.ceil(K / group_k)
+        A, B = fp8(M, K), fp8(N, K)
+        As, Bs = scales(M, kg), scales(math.ceil(N / group_n), kg)
+        A, B, As, Bs = (tensor.to(device) for tensor in (A, B, As, Bs))
+        return cls(A, B, As, Bs, (group_n, group_k))
 
     @property
     def out_shape(self) -> tuple[int, int]:
         """[M, N] of the output C."""
-        return (self.inputs.A.shape[0], self.inputs.B.shape[0])
+        return (self.A.shape[0], self.B.shape[0])
 
     def weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, Bs): what a launch reads that serving does not keep in L2."""
-        return (self.inputs.B, self.inputs.Bs)
+        return (self.B, self.Bs)
 
     def reference(self, out_dtype: torch.dtype | None = None) -> torch.Tensor:
-        """[M, N] float64 (`reference_matmul`); one launch has no intermediate to round."""
-        return reference_matmul(self.inputs, self.block_shape)
+        """What the GEMM approximates, [M, N] float64 (M = A.numel() // K; one launch has no
+        intermediate to round): C[m, n] = sum_k A[m, k] * As[m, k // group_k] * B[n, k] *
+        Bs[n // group_n, k // group_k]."""
+        K = self.B.shape[1]
+        rows = (self.A.reshape(-1, K), self.As.reshape(-1, self.As.shape[-1]))
+        a = dequantize(*rows, (1, self.block_shape[1]))
+        return a @ dequantize(self.B, self.Bs, self.block_shape).T
 
     def launch(self, config: KernelConfig, weights: tuple, *, out: Any, out_dtype: Any) -> Any:
         """One launch of `w8a8_block_fp8_matmul` (of `kernel` where given) reading the weight
         copy `weights` = (B, Bs)."""
-        (B, Bs), A, As = weights, self.inputs.A, self.inputs.As
-        meta = config.as_dict()
+        (B, Bs), meta = weights, config.as_dict()
         return w8a8_block_fp8_matmul(
-            A, B, As, Bs, self.block_shape, meta, out_dtype=out_dtype, out=out, kernel=self.kernel
+            self.A, B, self.As, Bs, self.block_shape, meta, out_dtype, out, self.kernel
         )
 
 
@@ -176,20 +137,14 @@ def captured_launch(
     `config` with `shape`'s block shape, captured on contiguous "meta" tensors: nothing runs.
 
     Raises:
-        ValueError: bad config, block_shape, out_dtype or dimensions.
+        ValueError: bad config, block_shape or out_dtype.
     """
-    (N, K), block_shape = (shape.N, shape.K), shape.block_pair("dense")
-    if M <= 0 or N <= 0 or K <= 0:
-        raise ValueError(f"M, N, K must be positive, got M={M} N={N} K={K}")
-    group_n, group_k = _check_block_shape(block_shape)
+    (N, K), (group_n, group_k) = (shape.N, shape.K), shape.block_pair("dense")
     kg = triton.cdiv(K, group_k)
     A, B = (torch.empty(rows, K, dtype=torch.float8_e4m3fn, device="meta") for rows in (M, N))
     As, Bs = (torch.empty(rows, kg, device="meta") for rows in (M, triton.cdiv(N, group_n)))
-    capture = Capture()
-    w8a8_block_fp8_matmul(
-        A, B, As, Bs, (group_n, group_k), config.as_dict(), out_dtype=out_dtype, kernel=capture
-    )
-    return capture.calls[0]
+    block_shape, meta = (group_n, group_k), config.as_dict()
+    return captured(w8a8_block_fp8_matmul, A, B, As, Bs, block_shape, meta, out_dtype=out_dtype)
 
 
 def compile_for_target(

@@ -17,7 +17,6 @@ import torch
 import triton.language as tl
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.kernel import OUT_DTYPES
 from tuner.kernels.dense.workload import FP8_MAX, dequantize
 from tuner.kernels.interpreter import fix_interpreter_index
 from tuner.kernels.moe.family import VLLM_MOE
@@ -26,13 +25,13 @@ from tuner.kernels.moe.space import (
     max_padded_slots,
     uses_naive_assignment,
     uses_swap_ab,
-    why_invalid,
 )
 from tuner.kernels.shape import Shape
 from tuner.kernels.target import (
     DEFAULT_TORCH_DTYPE,
     Capture,
     Compiled,
+    captured,
     compile_call,
     compile_launch,
 )
@@ -78,12 +77,8 @@ def moe_align_block_size(
         block_size)] int32 (0 past the blocks in use), num_tokens_post_padded [1] int32.
 
     Raises:
-        ValueError: block_size or num_experts not positive, or an id out of range.
+        ValueError: an id out of range.
     """
-    if block_size < 1 or num_experts < 1:
-        raise ValueError(
-            f"block_size and num_experts must be positive, got {block_size}, {num_experts}"
-        )
     device = topk_ids.device
     flat = topk_ids.reshape(-1).to(torch.int64)
     numel = flat.numel()
@@ -105,31 +100,6 @@ def moe_align_block_size(
     expert_ids[:used] = torch.repeat_interleave(experts, blocks)
     num_tokens_post_padded = torch.tensor([used * block_size], dtype=torch.int32, device=device)
     return sorted_token_ids, expert_ids, num_tokens_post_padded
-
-
-@dataclass(frozen=True)
-class MoeInputs:
-    """One fused-MoE problem: M tokens, E experts of intermediate size N, hidden size K.
-
-    Attributes:
-        x: [M, K] float8_e4m3fn activations, quantized per 1 x group_k (`quantize_groups`).
-        x_scale: [M, ceil(K / group_k)] float32.
-        w1: [E, 2N, K] float8_e4m3fn gate and up projections (gate rows first, as vLLM's w13).
-        w1_scale: [E, ceil(2N / group_n), ceil(K / group_k)] float32.
-        w2: [E, K, N] float8_e4m3fn down projections.
-        w2_scale: [E, ceil(K / group_n), ceil(N / group_k)] float32.
-        topk_weights: [M, top_k] float32 routing weights, each row summing to 1.
-        topk_ids: [M, top_k] int32 experts of each token, distinct per row.
-    """
-
-    x: torch.Tensor
-    x_scale: torch.Tensor
-    w1: torch.Tensor
-    w1_scale: torch.Tensor
-    w2: torch.Tensor
-    w2_scale: torch.Tensor
-    topk_weights: torch.Tensor
-    topk_ids: torch.Tensor
 
 
 def quantize_groups(values: torch.Tensor, group_k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -160,9 +130,10 @@ def make_moe_inputs(
     *,
     seed: int,
     device: str | torch.device = "cpu",
-) -> MoeInputs:
-    """One fused-MoE problem, the same on every device: drawn on the CPU from one generator
-    seeded with `seed`, in the order x, logits, w1, w2, w1_scale, w2_scale, then moved.
+) -> MoeWorkload:
+    """One fused-MoE problem (`MoeWorkload`), the same on every device: drawn on the CPU from
+    one generator seeded with `seed`, in the order x, logits, w1, w2, w1_scale, w2_scale, then
+    moved.
 
     As vLLM 0.33.0's benchmark_moe.py draws it: activations and weights standard normal (weights
     cast to e4m3), routing from standard-normal logits [M, E] (`route`); the activations are
@@ -171,13 +142,9 @@ def make_moe_inputs(
     and above its smallest normal.
 
     Raises:
-        ValueError: a non-positive size, or top_k > E.
+        ValueError: top_k out of 1..E (`route`).
     """
     group_n, group_k = block_shape
-    if min(M, E, N, K, top_k, group_n, group_k) < 1 or top_k > E:
-        raise ValueError(
-            f"bad MoE problem M={M} E={E} N={N} K={K} top_k={top_k} block_shape={list(block_shape)}"
-        )
     generator = torch.Generator(device="cpu").manual_seed(seed)
 
     def normal(*shape: int) -> torch.Tensor:
@@ -193,7 +160,8 @@ def make_moe_inputs(
     w2_scale = scales(math.ceil(K / group_n), math.ceil(N / group_k))
     x_q, x_scale = quantize_groups(x, group_k)
     tensors = (x_q, x_scale, w1, w1_scale, w2, w2_scale, *route(logits, top_k))
-    return MoeInputs(*(tensor.to(device) for tensor in tensors))
+    x_q, x_scale, w1, w1_scale, w2, w2_scale, weights, ids = (t.to(device) for t in tensors)
+    return MoeWorkload(x_q, x_scale, w1, w1_scale, w2, w2_scale, weights, ids, block_shape)
 
 
 def reference_moe_gemm(
@@ -234,35 +202,6 @@ def _truncate_to_bf16(values: torch.Tensor) -> torch.Tensor:
     return (values.float().contiguous().view(torch.int32) & -65536).view(torch.float32).double()
 
 
-def reference_expert_mlp(
-    inputs: MoeInputs, block_shape: tuple[int, int], intermediate_dtype: torch.dtype | None = None
-) -> torch.Tensor:
-    """The whole expert MLP in float64, [M, K]: h = gate_up GEMM; a = silu_and_mul(h)
-    re-quantized per 1 x group_k; y = down GEMM of a times the routing weights; the sum of y over
-    each token's top_k slots.
-
-    `intermediate_dtype`: the dtype vLLM stores h and silu_and_mul(h) in (bf16 in serving); they
-    are rounded to it as there, else a few percent of the re-quantized fp8 codes differ by one
-    step and the reference carries about 2% of error no config can remove. On the CPU (Triton's
-    interpreter) h is rounded to bf16 toward zero, as the interpreter does. None: no rounding.
-    """
-    M, top_k = inputs.topk_ids.shape
-
-    def stored(values: torch.Tensor) -> torch.Tensor:
-        return values if intermediate_dtype is None else values.to(intermediate_dtype).double()
-
-    h = reference_moe_gemm(
-        inputs.x, inputs.x_scale, inputs.w1, inputs.w1_scale, inputs.topk_ids, top_k, block_shape
-    )
-    interpreted = h.device.type == "cpu" and intermediate_dtype == torch.bfloat16
-    h = _truncate_to_bf16(h) if interpreted else stored(h)
-    a, a_scale = quantize_groups(stored(silu_and_mul(h)), block_shape[1])
-    y = reference_moe_gemm(
-        a, a_scale, inputs.w2, inputs.w2_scale, inputs.topk_ids, 1, block_shape, inputs.topk_weights
-    )
-    return y.view(M, top_k, -1).sum(dim=1)
-
-
 def vllm_moe_gemm(
     *operands: Any,
     mul_routed_weight: bool,
@@ -275,7 +214,8 @@ def vllm_moe_gemm(
     nine `operands`: A, A_scale, B, B_scale, C, topk_weights, sorted_token_ids, expert_ids,
     num_tokens_post_padded) and passing them to `dispatch_fused_moe_kernel` as vLLM 0.33.0's
     `fused_experts_impl` does on the fp8_w8a8 block path (C viewed as [rows * top_k, 1, N],
-    whose strides equal vLLM's [rows, top_k, N] cache's; no zero points or bias; compute_type
+    whose strides equal vLLM's [rows, top_k, N] cache's; no zero points, B_bias left at its
+    default None; compute_type
     C's Triton dtype). `module`: vLLM's fused_moe module (`tuner.kernels.moe.family.VLLM_MOE`'s).
     Returns C."""
     A, A_scale, B, B_scale, C, topk_weights, sorted_ids, expert_ids, padded = operands
@@ -302,14 +242,14 @@ def vllm_moe_gemm(
         use_int4_w4a16=False,
         per_channel_quant=False,
         block_shape=list(block_shape),
-        B_bias=None,
     )
     return C
 
 
 @dataclass
 class MoeWorkload:
-    """The expert MLP of one MoE layer at M tokens (`make_moe_inputs`).
+    """The expert MLP of one MoE layer: M tokens, E experts of intermediate size N, hidden size
+    K (`make_moe_inputs` draws it).
 
     Timed, against vLLM 0.33.0's benchmark_moe.py (which times `fused_topk` + `fused_experts`):
     both GEMMs with one config, the SiLU-and-mul, the re-quantization and the sum over top_k.
@@ -317,14 +257,32 @@ class MoeWorkload:
     quantization (once); they do not depend on the config (but the alignment on BLOCK_SIZE_M),
     and vLLM runs them as CUDA kernels our torch versions would not match. Routing is drawn once
     per problem (the script redraws it per timed iteration).
+
+    Attributes:
+        x: [M, K] float8_e4m3fn activations, quantized per 1 x group_k (`quantize_groups`).
+        x_scale: [M, ceil(K / group_k)] float32.
+        w1: [E, 2N, K] float8_e4m3fn gate and up projections (gate rows first, as vLLM's w13).
+        w1_scale: [E, ceil(2N / group_n), ceil(K / group_k)] float32.
+        w2: [E, K, N] float8_e4m3fn down projections.
+        w2_scale: [E, ceil(K / group_n), ceil(N / group_k)] float32.
+        topk_weights: [M, top_k] float32 routing weights, each row summing to 1.
+        topk_ids: [M, top_k] int32 experts of each token, distinct per row.
+        block_shape: [group_n, group_k].
+        gemm: one expert GEMM as `invoke_moe_gemm` takes it; a vLLM source's workload
+            replaces it.
     """
 
-    inputs: MoeInputs
+    x: torch.Tensor
+    x_scale: torch.Tensor
+    w1: torch.Tensor
+    w1_scale: torch.Tensor
+    w2: torch.Tensor
+    w2_scale: torch.Tensor
+    topk_weights: torch.Tensor
+    topk_ids: torch.Tensor
     block_shape: tuple[int, int]
-    num_experts: int
-    _alignments: dict[int, Alignment] = field(default_factory=dict)
-    # One expert GEMM as `invoke_moe_gemm` takes it; a vLLM source's workload replaces it.
     gemm: Callable[..., torch.Tensor] = invoke_moe_gemm
+    _alignments: dict[int, Alignment] = field(default_factory=dict)
 
     @classmethod
     def make(cls, shape: Shape, M: int, *, seed: int, device: str) -> MoeWorkload:
@@ -336,24 +294,41 @@ class MoeWorkload:
             ValueError: the shape has no block shape (`Shape.block_pair`).
         """
         E, top_k, block_shape = shape.param("E"), shape.param("top_k"), shape.block_pair("moe")
-        inputs = make_moe_inputs(
-            M, E, shape.N, shape.K, top_k, block_shape, seed=seed, device=device
-        )
-        return cls(inputs, block_shape, E)
+        return make_moe_inputs(M, E, shape.N, shape.K, top_k, block_shape, seed=seed, device=device)
 
     @property
     def out_shape(self) -> tuple[int, ...]:
         """[M, K] of the layer's output."""
-        return tuple(self.inputs.x.shape)
+        return tuple(self.x.shape)
 
     def weights(self) -> tuple[torch.Tensor, ...]:
         """(w1, w1_scale, w2, w2_scale): what a launch reads that serving does not keep in L2."""
-        i = self.inputs
-        return (i.w1, i.w1_scale, i.w2, i.w2_scale)
+        return (self.w1, self.w1_scale, self.w2, self.w2_scale)
 
     def reference(self, out_dtype: torch.dtype | None = None) -> torch.Tensor:
-        """[M, K] float64 (`reference_expert_mlp`), the intermediates rounded to out_dtype."""
-        return reference_expert_mlp(self.inputs, self.block_shape, out_dtype)
+        """The whole expert MLP in float64, [M, K]: h = gate_up GEMM; a = silu_and_mul(h)
+        re-quantized per 1 x group_k; y = down GEMM of a times the routing weights; the sum of
+        y over each token's top_k slots.
+
+        `out_dtype`: the dtype vLLM stores h and silu_and_mul(h) in (bf16 in serving); they are
+        rounded to it as there, else a few percent of the re-quantized fp8 codes differ by one
+        step and the reference carries about 2% of error no config can remove. On the CPU
+        (Triton's interpreter) h is rounded to bf16 toward zero, as the interpreter does. None:
+        no rounding.
+        """
+        (M, top_k), ids, block_shape = self.topk_ids.shape, self.topk_ids, self.block_shape
+
+        def stored(values: torch.Tensor) -> torch.Tensor:
+            return values if out_dtype is None else values.to(out_dtype).double()
+
+        up = (self.x, self.x_scale, self.w1, self.w1_scale)
+        h = reference_moe_gemm(*up, ids, top_k, block_shape)
+        interpreted = h.device.type == "cpu" and out_dtype == torch.bfloat16
+        h = _truncate_to_bf16(h) if interpreted else stored(h)
+        a, a_scale = quantize_groups(stored(silu_and_mul(h)), block_shape[1])
+        weights = self.topk_weights
+        y = reference_moe_gemm(a, a_scale, self.w2, self.w2_scale, ids, 1, block_shape, weights)
+        return y.view(M, top_k, -1).sum(dim=1)
 
     def alignment(self, block_size_m: int) -> Alignment:
         """The routing for one BLOCK_SIZE_M as vLLM hands it to the GEMMs at this M, kept: where
@@ -361,7 +336,7 @@ class MoeWorkload:
         passes instead of `moe_align_block_size`'s outputs (no sorted_token_ids, expert_ids =
         topk_ids.view(-1), [topk_ids.numel() * BLOCK_SIZE_M])."""
         if block_size_m not in self._alignments:
-            ids, E = self.inputs.topk_ids, self.num_experts
+            ids, E = self.topk_ids, self.w1.shape[0]
             if uses_naive_assignment(ids.shape[0], ids.shape[1], E):
                 padded = torch.tensor([ids.numel() * block_size_m], dtype=torch.int32)
                 found: Alignment = (None, ids.reshape(-1).contiguous(), padded.to(ids.device))
@@ -379,22 +354,19 @@ class MoeWorkload:
         w2 [E, K, N], w2_scale), one copy of `weights()`.
 
         Raises:
-            ValueError: bad config, dtype or shapes.
+            ValueError: bad config, dtype or shapes (`invoke_moe_gemm`'s checks).
         """
-        parsed = KernelConfig.runnable(config.as_dict(), self.block_shape, why_invalid)
-        if out_dtype not in OUT_DTYPES:
-            raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
         w1, w1_scale, w2, w2_scale = weights
-        x, (M, top_k), group_k = self.inputs, self.inputs.topk_ids.shape, self.block_shape[1]
-        K, N = x.x.shape[1], w2.shape[2]
+        (M, top_k), group_k = self.topk_ids.shape, self.block_shape[1]
+        K, N = self.x.shape[1], w2.shape[2]
         if out is None:
-            out = torch.empty(M, K, dtype=out_dtype, device=x.x.device)
+            out = torch.empty(M, K, dtype=out_dtype, device=self.x.device)
         elif tuple(out.shape) != (M, K) or out.dtype != out_dtype or not out.is_contiguous():
             raise ValueError(f"out must be a contiguous [{M}, {K}] {out_dtype} tensor")
-        routing = (x.topk_weights, *self.alignment(parsed.BLOCK_SIZE_M))
-        launch = {"config": parsed.as_dict(), "block_shape": self.block_shape}
+        routing = (self.topk_weights, *self.alignment(config.BLOCK_SIZE_M))
+        launch = {"config": config.as_dict(), "block_shape": self.block_shape}
         gate_up = out.new_empty(M * top_k, 2 * N)
-        up = (x.x, x.x_scale, w1, w1_scale, gate_up, *routing)
+        up = (self.x, self.x_scale, w1, w1_scale, gate_up, *routing)
         self.gemm(*up, mul_routed_weight=False, top_k=top_k, **launch)
         act = quantize_groups(silu_and_mul(gate_up.float()).to(out_dtype).float(), group_k)
         down = out.new_empty(M, top_k, K)
@@ -454,14 +426,11 @@ def compile_for_target(
         RuntimeError: imported under TRITON_INTERPRET=1.
         triton.CompilationError: the compiler rejected the kernel.
     """
-    sizes = (M, shape.N, shape.K, shape.param("E"), shape.param("top_k"))
-    if min(sizes) <= 0:
-        raise ValueError(f"M, N, K, E, top_k must be positive, got {', '.join(map(str, sizes))}")
-    compiled = []
-    for args, launch in meta_gemms(config, shape, M, out_dtype):
-        capture = Capture()
-        invoke_moe_gemm(*args, **launch, arch=arch, kernel=capture)
-        compiled.append(compile_call(fused_moe_fp8_block_kernel, arch, *capture.calls[0]))
+    launches = [
+        captured(invoke_moe_gemm, *args, **launch, arch=arch)
+        for args, launch in meta_gemms(config, shape, M, out_dtype)
+    ]
+    compiled = [compile_call(fused_moe_fp8_block_kernel, arch, *launch) for launch in launches]
     return compiled[0]
 
 
@@ -480,8 +449,7 @@ def compile_moe_pairs(
     vllm, kernel = importlib.import_module(VLLM_MOE.module), VLLM_MOE.kernel()
     pairs = []
     for args, launch in meta_gemms(config, shape, M):
-        ours, theirs = Capture(), Capture()
-        invoke_moe_gemm(*args, **launch, arch=arch, kernel=ours)
+        ours, theirs = captured(invoke_moe_gemm, *args, **launch, arch=arch), Capture()
         setattr(vllm, VLLM_MOE.function, theirs)
         try:
             vllm_moe_gemm(*args, **launch, module=VLLM_MOE.module)
@@ -491,6 +459,6 @@ def compile_moe_pairs(
         if "SWAP_AB" in kwargs:
             swap = uses_swap_ab(kwargs["BLOCK_SIZE_M"], kwargs["BLOCK_SIZE_N"], arch)
             kwargs = dict(kwargs, SWAP_AB=swap)
-        ours_compiled = compile_launch(fused_moe_fp8_block_kernel, arch, *ours.calls[0])
+        ours_compiled = compile_launch(fused_moe_fp8_block_kernel, arch, *ours)
         pairs.append((ours_compiled, compile_launch(kernel, arch, their_args, kwargs)))
     return pairs

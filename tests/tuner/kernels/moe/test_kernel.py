@@ -133,7 +133,7 @@ def test_small_batches_take_vllms_naive_assignment_and_match_float64() -> None:
     config = default_config(2)
     sorted_ids, expert_ids, padded = workload.alignment(config.BLOCK_SIZE_M)
     assert sorted_ids is None
-    assert expert_ids.tolist() == workload.inputs.topk_ids.reshape(-1).tolist()
+    assert expert_ids.tolist() == workload.topk_ids.reshape(-1).tolist()
     assert padded.tolist() == [2 * 4 * config.BLOCK_SIZE_M]
     out = workload.launch(config, workload.weights(), out=None, out_dtype=FP16)
     assert relative_error(out, workload.reference(FP16)) < 1e-3
