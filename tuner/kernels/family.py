@@ -129,28 +129,18 @@ class VllmLogLine:
         marker: text every such warning line holds (e.g. "Using default MoE config").
         file_re: regular expression whose group `name` is the missing file's name at the end
             of the path the line names after "Config file not found at".
-        engine: the only engine that logs the line ("vllm"); None: the path tells, both
-            engines log it.
-        out_of_scope: a file name `file_re` matches that the family's `parse_file_name`
-            rejects (or of another dtype than block-FP8) is listed by name as out of scope;
-            False: such a line is ignored.
         counted: each such line counts in the log's warning count (`LogScan.warnings`).
         what: what `tuner shapes from-log` calls the shapes of such files, plural, e.g.
             "fused-MoE expert shape(s)".
         key_names: the columns of its table of them: the dimensions a file name carries
             (`FamilyFiles.file_key`), e.g. ("E", "N").
-        out_of_scope_why: why a file listed as out of scope is not tuned, e.g. "a fused-MoE
-            file that is not block FP8 ...".
     """
 
     marker: str
     file_re: str
-    engine: str | None = None
-    out_of_scope: bool = False
     counted: bool = False
     what: str = "shape(s)"
     key_names: tuple[str, ...] = ("N", "K")
-    out_of_scope_why: str = ""
 
 
 class Workload(Protocol):
@@ -201,8 +191,6 @@ class FamilyFiles:
             `KernelFamily.respell`).
         engine_folders: where each engine release reads the family's files, one row per engine
             and first version (`tuner.files.engine_folders` picks a release's row).
-        sglang_clamps_block_k: SGLang's loader of the family's files raises BLOCK_SIZE_K to
-            block_k in some releases (`tuner.files.engine_folders.sglang_clamped`).
         file_key: shape -> the dimensions its file name carries, which is all a log names of it:
             (N, K) by default; (E, N) for MoE files, which carry no K or top_k.
     """
@@ -214,7 +202,6 @@ class FamilyFiles:
     file_device: Callable[[str], str] = lambda device_name: device_name
     respell_file_name: Callable[[str, str, str | None], str] | None = None
     engine_folders: tuple[EngineFolder, ...] = ()
-    sglang_clamps_block_k: bool = False
     file_key: Callable[[Shape], tuple[int, ...]] = lambda shape: (shape.N, shape.K)
 
 

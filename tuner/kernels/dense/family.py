@@ -198,7 +198,6 @@ DENSE = KernelFamily(
             EngineFolder("sglang", "0.5.21", "sglang/kernels/ops/gemm/configs"),
         ),
         # get_w8a8_block_fp8_configs raises BLOCK_SIZE_K to block_k (SGLang 0.5.12 on).
-        sglang_clamps_block_k=True,
     ),
     workload=lazy("tuner.kernels.dense.workload:DenseWorkload.make"),
     compile_for_target=lazy("tuner.kernels.dense.workload:compile_for_target"),

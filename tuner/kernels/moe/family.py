@@ -228,13 +228,7 @@ MOE = KernelFamily(
             r"(?:^|[/\\'\"\s\[])"
             r"(?P<name>E=\d+,N=\d+,device_name=[^/\\\s]+?(?: \d+\])?\.json)"
         ),
-        engine="vllm",
-        out_of_scope=True,
         what="fused-MoE expert shape(s)",
         key_names=("E", "N"),
-        out_of_scope_why=(
-            "a fused-MoE file that is not block FP8 'dtype=fp8_w8a8,block_shape=[...]'; "
-            "this tool does not tune it"
-        ),
     ),
 )
