@@ -281,13 +281,13 @@ def task_winners(
     family: str,
     shape_params: str = "",
 ) -> list[TaskWinnerRow]:
-    """The fastest ok trial per (N, K, M) of a device's finished tasks (done, or reopened by a
-    larger budget after they were done), ties to the lowest trial_id, sorted by (N, K, M): what
-    a new task warm-starts from (decisions are not read: a warm start wants fast configs).
+    """The fastest ok trial per (N, K, M) of a device's finished tasks, ties to the lowest
+    trial_id, sorted by (N, K, M): what a new task warm-starts from (decisions are not read: a
+    warm start wants fast configs).
 
     `finished_before` keeps tasks first finished, and trials stored, before it: a resumed task
     passes the time of its first trial, so it gets the warm starts its first run got, and a
-    killed or extended sweep resumes into the trials of an uninterrupted one.
+    killed sweep resumes into the trials of an uninterrupted one.
 
     Raises:
         ValueError: triton_minor is not of the form "<major>.<minor>".
