@@ -174,9 +174,16 @@ class InterpreterRunner(Runner):
     def problem_runner(
         self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float, task_id: int = 0
     ) -> ProblemRunner:
-        """A `KernelRunner` on the interpreter, `reps` timed calls a trial (the seconds of a
-        GPU's warm-up and timing do not apply)."""
-        return KernelRunner(problem, device="cpu", seed=seed, interpreter_reps=self.reps)
+        """A `KernelRunner` on the interpreter, `reps` timed calls a trial (it takes the GPU's
+        warm-up and timing seconds too, as a test's stand-in runner reads them)."""
+        return KernelRunner(
+            problem,
+            device="cpu",
+            seed=seed,
+            interpreter_reps=self.reps,
+            warmup_s=warmup_s,
+            rep_s=rep_s,
+        )
 
     def retime_rounds(self, rounds: int) -> int:
         """As many rounds as timed calls per trial (at least 2): CPU timings, not a GPU's."""
