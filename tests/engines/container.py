@@ -18,12 +18,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
 from tests.engines.engine_code import wheel_folder
 from tests.storefill import TRITON
-from tuner.cli.app import app
 from tuner.files.merge import DeviceFile, build_device_files, write_files_atomically
+from tuner.files.mounts import MountRequest, render_mounts
 from tuner.kernels.registry import get_family
 
 # The container's site-packages, as `tuner mounts --site-packages` is told.
@@ -126,41 +125,35 @@ class Container:
             target.write_bytes(data)
 
     def mount(
-        self, files: Sequence[DeviceFile], device_name: str, engine: str, host: Path, *options: str
+        self,
+        files: Sequence[DeviceFile],
+        device_name: str,
+        engine: str,
+        host: Path,
+        triton_version: str | None = None,
     ) -> dict:
-        """Write `files` to the host folder `host`, ask `tuner mounts --files` for compose
-        mounts of them for `engine` (with `options`, more `tuner mounts` arguments), and apply
-        them: each bind mount's source replaces its
-        target (a folder mount hides what the image had there), and the `environment:` entries
-        are kept, paths mapped below the root.
+        """Write `files` to the host folder `host`, render compose mounts of them for `engine`
+        as `tuner mounts --format compose` does (`triton_version`: the serving image's), and
+        apply them: each bind mount's source replaces its target (a folder mount hides what the
+        image had there), and the `environment:` entries are kept, paths mapped below the root.
 
         Returns:
             The serving service of the compose file the mounts printed, parsed.
         """
         write_files_atomically(files, host)
-        printed = CliRunner().invoke(
-            app,
-            [
-                "mounts",
-                "--device",
-                device_name,
-                "--files",
-                str(host),
-                "--engine",
-                engine,
-                "--format",
-                "compose",
-                "--site-packages",
-                SITE,
-                *options,
-            ],
+        names = tuple(file.file_name for file in files)
+        request = MountRequest(
+            device_name=device_name,
+            engine=engine,
+            file_names=names,
+            host_dir=str(host),
+            site_packages=SITE,
+            fmt="compose",
+            triton_version=triton_version,
+            contents={file.file_name: file.merged.text for file in files},
         )
-        if printed.exit_code != 0:
-            pytest.fail(
-                f"tuner mounts --engine {engine} failed: {printed.output.strip()[-300:]}",
-                pytrace=False,
-            )
-        compose = yaml.safe_load(printed.stdout)["services"][engine]
+        printed = render_mounts(request)
+        compose = yaml.safe_load(printed)["services"][engine]
         for volume in compose.get("volumes", []):
             assert volume["type"] == "bind" and volume["read_only"] is True, volume
             source, target = Path(volume["source"]), self.path(volume["target"])

@@ -34,14 +34,14 @@ def _expected(text: str) -> list[dict]:
     return [configs[vllm_pick_key(configs, M)] for M in range(1, M_MAX + 1)]
 
 
-def _mounted(wheel, folder: str, device_name: str, shapes, tmp_path, monkeypatch, *options):
+def _mounted(wheel, folder: str, device_name: str, shapes, tmp_path, monkeypatch, triton=None):
     """The files `tuner export --engine sglang` writes for `shapes`, and a container with
-    SGLang's shipped files of `folder` and those files mounted on them (`tuner mounts` given
-    `options` too)."""
+    SGLang's shipped files of `folder` and those files mounted on them (`triton`: the serving
+    image's Triton)."""
     files = tuned_files(device_name, shapes, engine="sglang")
     container = Container(tmp_path / "container")
     container.install(wheel, folder)
-    container.mount(files, device_name, "sglang", tmp_path / "host", *options)
+    container.mount(files, device_name, "sglang", tmp_path / "host", triton)
     container.apply(monkeypatch)
     return files, container
 
@@ -79,7 +79,6 @@ def test_sglang_runs_the_moe_files_where_the_mounts_put_them(
         MOE_SHAPES,
         tmp_path,
         monkeypatch,
-        "--triton-version",
         TRITON,
     )
     assert all("device_name=NVIDIA_H200_NVL," in file.file_name for file in files)
