@@ -250,7 +250,7 @@ class CandidateRunner(KernelRunner):
 
     def _library(self, candidate: Candidate, weights):
         B, Bs = weights
-        inputs, block_shape = self.workload.inputs, self.problem.block_shape
+        inputs, block_shape = self.workload, self.problem.block_shape
         if block_shape is None:
             raise ValueError("vLLM's linear backends need a block shape [group_n, group_k]")
         kernel = self.library[candidate.backend]
@@ -274,7 +274,7 @@ class CandidateRunner(KernelRunner):
         """Clone the weights as KernelRunner does; then process every copy for each of vLLM's
         classes now, before any capture or timed launch."""
         super()._ensure_copies(copies)
-        inputs = self.workload.inputs
+        inputs = self.workload
         for kernel in self.library.values():
             if isinstance(kernel, LayerKernel):
                 kernel.activations(inputs.A, inputs.As, self.out_dtype)
