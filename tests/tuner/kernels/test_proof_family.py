@@ -37,7 +37,7 @@ from tuner.kernels.shape import Shape
 from tuner.measure.runner import KernelRunner, Problem
 from tuner.measure.runners import InterpreterRunner
 from tuner.measure.trial import TrialStatus
-from tuner.run.plan import model_requests, plan
+from tuner.run.plan import model_requests
 from tuner.run.worker import WorkerSpec, run_task
 
 DEVICE = "TRITON_INTERPRETER"
@@ -82,7 +82,8 @@ def test_a_shapes_key_belongs_to_its_registered_family(toy: Path, monkeypatch) -
 def _sweep(url: str, request) -> int:
     """Plan the toy's sweep in the store at `url` and run its tasks on the interpreter."""
     engine = open_store(url)
-    opened = plan(engine, request)
+    with session_scope(engine) as session:
+        info, _ = repo.create_sweep(session, request.sweep_spec())
     with session_scope(engine) as session:
         environment_id = repo.get_or_create_environment(
             session,
@@ -90,7 +91,7 @@ def _sweep(url: str, request) -> int:
             **{"driver": "", "cuda": "", "torch": "t", "triton": "t", "tuner": "t"},
             kernel_hash="h",
         )
-    runner, sweep_id = InterpreterRunner(DEVICE, reps=1), opened.info.sweep_id
+    runner, sweep_id = InterpreterRunner(DEVICE, reps=1), info.sweep_id
     spec = WorkerSpec(db_url=url, sweep_id=sweep_id, worker_id="w", runner=runner)
     while True:
         with session_scope(engine) as session:
