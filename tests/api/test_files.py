@@ -230,8 +230,8 @@ H100_ROUTES = "configs configs.zip preview/configs releases imports".split()
         ),
         (
             "/devices/H200/mounts",
-            "NVIDIA_H200 has no complete file to mount yet; ?partial=true mounts what there is; "
-            "2 ok trial(s) of another kernel or Triton left out (?allow_stale=true uses them)",
+            "NVIDIA_H200 has no complete file to mount yet (partial files and stale trials can be "
+            "allowed); 2 ok trial(s) of another kernel or Triton left out",
         ),
         ("/devices/bad%2Fname/configs", "Not Found"),
         ("/sweeps/99", "no sweep with id 99"),

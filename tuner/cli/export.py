@@ -1,6 +1,5 @@
 """`tuner export`, `tuner winners` and `tuner publish`: the store's winners as vLLM files, as a
-table, and frozen as a release; the options shared by the commands that hand files to a serving
-engine (`--engine-version`, `--triton-version`)."""
+table, and frozen as a release."""
 
 from __future__ import annotations
 
@@ -23,7 +22,6 @@ from tuner.cli.store import device_in_store, open_db, store_files
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
 from tuner.files.device import MergeError, StoreFiles, imported_files_summary, read_device
-from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS
 from tuner.files.merge import DeviceFiles, entries_left_out, write_files_atomically
 from tuner.files.release import NothingToPublish, publish
 from tuner.kernels.config import KernelConfig
@@ -46,25 +44,6 @@ AllowStaleOpt = Annotated[
         "Triton major.minor than the current ones.",
     ),
 ]
-
-EngineVersionOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--engine-version",
-        help="The engine's release in the serving image, which decides its "
-        'config folders (python3 -c "import sglang; print(sglang.__version__)") [default: vLLM '
-        f"{DEFAULT_ENGINE_VERSIONS['vllm']}, SGLang {DEFAULT_ENGINE_VERSIONS['sglang']}].",
-    ),
-]
-TritonVersionOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--triton-version",
-        help="SGLang: the serving image's Triton, e.g. 3.8.0; its fused-MoE "
-        "files go to configs/triton_3_8_0/ [default: the Triton the files were tuned with].",
-    ),
-]
-
 
 NoPublishOpt = Annotated[
     bool,

@@ -16,7 +16,15 @@ from sqlalchemy.orm import Session
 
 from db import repo
 from tuner.files.merge import DeviceFiles, SkippedShape, build_device_files, entries_left_out
+from tuner.files.mounts import (
+    PULL_FORMATS,
+    MountRequest,
+    release_request,
+    render_mounts,
+    versions_line,
+)
 from tuner.files.provenance import Provenance, current_provenance, installed_triton_minor
+from tuner.files.pull import release_entry
 from tuner.inputs.devices import device_among, engine_device_name
 from tuner.kernels.shape import FamilyShape, Shape
 
@@ -239,6 +247,65 @@ def device_files(
         session, device_name, out_dtype=out_dtype, allow_stale=allow_stale, kernel=kernel
     )
     return StoreFiles(view, view.merge(allow_partial=allow_partial, engine=engine))
+
+
+def store_request(read: StoreFiles, fmt: str, engine: str, host_dir: str) -> MountRequest:
+    """The mounts of a device's merged files from the store: its key, files, compute
+    capability, what its winners were timed with, the GPU's names and the entries left out."""
+    view, tuned = read.view, versions_line(read.view.versions)
+    timed = view.versions["triton"]
+    return MountRequest(
+        view.device_name,
+        engine,
+        fmt,
+        files={f.file_name: f.merged.text for f in read.files.files},
+        host_dir=host_dir,
+        capabilities=[view.compute_capability or ""],
+        triton=timed[0] if len(timed) == 1 else None,
+        gpu_names=[e.gpu_name for e in view.environments],
+        notes=[*([f"# Tuned with {tuned}."] if tuned else [])]
+        + [f"# {line}" for line in read.files.left_out],
+    )
+
+
+def device_mounts(
+    session: Session,
+    device_name: str,
+    *,
+    fmt: str,
+    engine: str,
+    host_dir: str,
+    server: str,
+    release: int | None,
+    **scope: Any,
+) -> str:
+    """The text of `tuner mounts` and `GET /devices/{d}/mounts`: mounts of the device's merged
+    files (`device_files` with `scope`), or for a pull format the recipe that pulls release
+    `release` (None: the latest) from `server`.
+
+    Raises:
+        LookupError: no such release, or no complete file (one line).
+        MergeError: the winners cannot be merged.
+        ValueError: a request `render_mounts` refuses.
+    """
+    if fmt in PULL_FORMATS:
+        info = repo.get_release(session, device_name=device_name, number=release)
+        if info is None:
+            which = "yet" if release is None else str(release)
+            raise LookupError(
+                f"{device_name} has no release {which} (`tuner publish --device {device_name}` "
+                "makes one)"
+            )
+        return render_mounts(release_request(release_entry(info), fmt, engine, server))
+    read = device_files(session, device_name, engine=engine, **scope)
+    if not read.files.files:
+        stale = read.view.scope.stale_trials
+        why = f"; {stale} ok trial(s) of another kernel or Triton left out" if stale else ""
+        raise LookupError(
+            f"{device_name} has no complete file to mount yet (partial files and stale trials "
+            f"can be allowed){why}"
+        )
+    return render_mounts(store_request(read, fmt, engine, host_dir))
 
 
 def target_device(requested: str | None, file_device: str, known: Sequence[str]) -> str:

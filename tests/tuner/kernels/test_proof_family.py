@@ -27,8 +27,7 @@ from tests.tuner.compare.test_verify import FakeRunner
 from tuner.cli.app import app
 from tuner.compare.verify import PointResult, Verdict, verify_shape
 from tuner.files.format import dump_config_file
-from tuner.files.mounts import MountRequest, render_mounts
-from tuner.files.pull import render_pull_recipe
+from tuner.files.mounts import MountRequest, release_request, render_mounts
 from tuner.inputs.shapes import ShapesFileError, load_shapes, render_shapes_file
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import VllmServing
@@ -181,8 +180,7 @@ def test_the_family_is_planned_swept_stored_reported_and_exported(tmp_path, toy)
 
 def test_the_familys_files_are_mounted_and_pulled_into_its_own_folder(toy) -> None:
     assert family_of_file(FILES[0]) is TOY and respell_file_name(FILES[0], "sglang") == FILES[0]
-    site = "/usr/local/lib/python3.12/dist-packages"
-    request = MountRequest(DEVICE, "vllm", (FILES[0],), "/srv/configs", site, fmt="docker")
+    request = MountRequest(DEVICE, "vllm", "docker", {FILES[0]: ""}, "/srv/configs")
     docker = render_mounts(request).splitlines()
     # Read from the folder its variable names, as vLLM's fused-MoE files are.
     assert '  -v "/srv/configs:/opt/blockfp8-tuner/toy-configs:ro" \\' in docker
@@ -194,9 +192,8 @@ def test_the_familys_files_are_mounted_and_pulled_into_its_own_folder(toy) -> No
         "content_sha256": "ab" * 32,
         "files": [{"file_name": FILES[0], "sha256": "1" * 64}],
     }
-    pulled = render_pull_recipe(
-        "k8s-pull", server="http://tuner:8000", release=release, engine="vllm", site_packages=site
-    ).splitlines()
+    pulled = render_mounts(release_request(release, "k8s-pull", "vllm", "http://tuner:8000"))
+    pulled = pulled.splitlines()
     assert f"- name: {ENV}" in pulled
 
 
