@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.files.archive import _HOW_TO
+from tuner.files.archive import where_lines
 from tuner.files.mounts import MountRequest, render_mounts
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -47,13 +47,12 @@ def _mounts(engine: str) -> str:
     return render_mounts(MountRequest("NVIDIA_L20", engine, "docker", {A: ""}))
 
 
-CONFIGS = ("vllm", "model_executor", "layers", "quantization", "utils", "configs")
 # (where the hint is printed, the pattern around its command, the folder it names in the site)
 HINTS = {
     "README": (README.read_text, r'^SITE=.*#\s*(python3? -c ".+") in the image', ()),
     "mounts-vllm": (lambda: _mounts("vllm"), MOUNTS, ()),
     "mounts-sglang": (lambda: _mounts("sglang"), MOUNTS, ()),
-    "archive": (lambda: _HOW_TO, r'Find the folder: (python3 -c ".+")$', CONFIGS),
+    "archive": (lambda: "\n".join(where_lines("vllm")), MOUNTS[3:], ()),
 }
 
 

@@ -47,7 +47,7 @@ FOLDER_ROOT = "/opt/blockfp8-tuner"
 VOLUME = "blockfp8-configs"
 # The image `tuner pull` runs in: the project's Dockerfile (no torch or triton needed).
 PULL_IMAGE = "blockfp8-tuner"
-_FIND_SITE = 'python3 -c "import os, {0}; print(os.path.dirname(os.path.dirname({0}.__file__)))"'
+FIND_SITE = 'python3 -c "import os, {0}; print(os.path.dirname(os.path.dirname({0}.__file__)))"'
 # A path pasted into a shell's double quotes and a `-v src:dst:ro` flag as it is.
 _PATH_RE = re.compile(r"/[^\x00\n\r\"'`$\\:]{0,511}")
 
@@ -239,7 +239,7 @@ def render_mounts(request: MountRequest) -> str:
     head += [
         *request.notes,
         f"# {request.engine} {release}'s site-packages in its usual image: {site}; in yours: "
-        f"{_FIND_SITE.format(request.engine)}",
+        f"{FIND_SITE.format(request.engine)}",
         *(
             f"# {len(f.files)} {get_family(f.family).report.short_title or f.family} file(s): "
             f"{where} mounted read-only at {f.target}/, with {f.env}={f.target}."
