@@ -205,10 +205,12 @@ H100_ROUTES = "configs configs.zip preview/configs releases imports".split()
         (f"/devices/NVIDIA_H100/configs/{H100_FILE}", UNKNOWN_H100),
         (
             "/devices/H200/configs",
-            "NVIDIA_H200 has no release yet: `tuner publish --device NVIDIA_H200` makes one; "
-            "/devices/NVIDIA_H200/preview/configs shows what it would contain",
+            "NVIDIA_H200 has no release yet (`tuner publish --device NVIDIA_H200` makes one)",
         ),
-        ("/devices/L20/configs?release=3", "NVIDIA_L20 has no release 3; releases: 1"),
+        (
+            "/devices/L20/configs?release=3",
+            "NVIDIA_L20 has no release 3 (`tuner publish --device NVIDIA_L20` makes one)",
+        ),
         (
             f"/devices/L20/configs/{NO_1024}",
             f"no file {NO_1024!r} in {DEVICE} release 1; files: {FILE_A}",
@@ -219,8 +221,7 @@ H100_ROUTES = "configs configs.zip preview/configs releases imports".split()
         ),
         (
             f"/devices/L20/configs/{FILE_B}",
-            f"no file {FILE_B!r} in {DEVICE} release 1: {SKIPPED_B} (--allow-stale uses them); "
-            f"/devices/{DEVICE}/preview/configs/{FILE_B}?partial=true merges what there is",
+            f"no file {FILE_B!r} in {DEVICE} release 1; files: {FILE_A}",
         ),
         (
             f"/devices/L20/preview/configs/{FILE_B}",

@@ -268,6 +268,22 @@ def store_request(read: StoreFiles, fmt: str, engine: str, host_dir: str) -> Mou
     )
 
 
+def stored_release(session: Session, device_name: str, number: int | None) -> repo.ReleaseInfo:
+    """A device's release `number` (None: its latest).
+
+    Raises:
+        LookupError: there is no such release (one line).
+    """
+    info = repo.get_release(session, device_name=device_name, number=number)
+    if info is None:
+        which = "yet" if number is None else str(number)
+        raise LookupError(
+            f"{device_name} has no release {which} (`tuner publish --device {device_name}` "
+            "makes one)"
+        )
+    return info
+
+
 def device_mounts(
     session: Session,
     device_name: str,
@@ -289,13 +305,7 @@ def device_mounts(
         ValueError: a request `render_mounts` refuses.
     """
     if fmt in PULL_FORMATS:
-        info = repo.get_release(session, device_name=device_name, number=release)
-        if info is None:
-            which = "yet" if release is None else str(release)
-            raise LookupError(
-                f"{device_name} has no release {which} (`tuner publish --device {device_name}` "
-                "makes one)"
-            )
+        info = stored_release(session, device_name, release)
         return render_mounts(release_request(release_entry(info), fmt, engine, server))
     read = device_files(session, device_name, engine=engine, **scope)
     if not read.files.files:
