@@ -137,7 +137,7 @@ def export(
     if engine_name == "sglang":
         typer.echo(f"note: {SGLANG_NOTE}", err=True)
     _write(result, out)
-    _say_left_out(result, device_name, read.stale_skips)
+    _say_left_out(result, device_name)
 
 
 def _write(result: DeviceFiles, out: Path) -> None:
@@ -152,7 +152,7 @@ def _write(result: DeviceFiles, out: Path) -> None:
             plain(f"    {line}")
 
 
-def _say_left_out(result: DeviceFiles, device_name: str, stale_skips: int) -> None:
+def _say_left_out(result: DeviceFiles, device_name: str) -> None:
     """The shapes and imported entries left out, one line each, and a count; exit 1 when no
     file was written."""
     lines = [f"skipped N={s.N},K={s.K}: {s.reason}" for s in result.skipped] + result.left_out
@@ -163,13 +163,7 @@ def _say_left_out(result: DeviceFiles, device_name: str, stale_skips: int) -> No
     for line in lines:
         typer.echo(line, err=True)
     if not result.files:
-        because = (
-            f"; {stale_skips} shape(s) lack winners because their trials are stale: "
-            "--allow-stale uses them"
-            if stale_skips
-            else ""
-        )
-        raise fail(f"no file written{because}", 1)
+        raise fail("no file written", 1)
 
 
 def source_line(read: StoreFiles, allow_stale: bool) -> str:

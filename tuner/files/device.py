@@ -174,11 +174,6 @@ class StoreFiles:
         ]
         return replace(self.files, skipped=skipped)
 
-    @property
-    def stale_skips(self) -> int:
-        """Shapes left out because some of their M have only stale trials."""
-        return sum(bool(self.stale_reason(item)) for item in self.files.skipped)
-
 
 def read_device(
     session: Session,
@@ -217,35 +212,20 @@ def read_device(
 
 
 def device_files(
-    session: Session,
-    device_name: str,
-    *,
-    out_dtype: str | None,
-    allow_stale: bool,
-    allow_partial: bool,
-    engine: str = "vllm",
-    kernel: str = "auto",
+    session: Session, device_name: str, *, allow_partial: bool, engine: str = "vllm", **read: Any
 ) -> StoreFiles:
-    """Turn the store into a device's files: `read_device`, then the merge.
+    """Turn the store into a device's files: `read_device` (with `read`: out_dtype,
+    allow_stale, kernel), then the merge.
 
     Winners come from trials of the current kernel source and Triton major.minor unless
     allow_stale; measured winners beat imported entries, which fill M without a winner.
-
-    Args:
-        session: an open session.
-        device_name: vLLM's device key, as stored.
-        out_dtype: only sweeps with this output dtype; None for all.
-        allow_stale: also trials of another kernel source or Triton major.minor.
-        allow_partial: also files of shapes whose M grid is not fully tuned.
-        engine: file-name spelling, "vllm" or "sglang".
-        kernel: whose kernels' trials count (`tuner.files.provenance.read_source`).
+    `allow_partial`: also files of shapes whose M grid is not fully tuned; `engine`: the
+    file-name spelling, "vllm" or "sglang".
 
     Raises:
         MergeError: the winners cannot be merged (e.g. two output dtypes for one (shape, M)).
     """
-    view = read_device(
-        session, device_name, out_dtype=out_dtype, allow_stale=allow_stale, kernel=kernel
-    )
+    view = read_device(session, device_name, **read)
     return StoreFiles(view, view.merge(allow_partial=allow_partial, engine=engine))
 
 

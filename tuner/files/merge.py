@@ -4,7 +4,6 @@ coverage, atomic writes."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
 from collections import Counter
@@ -40,8 +39,12 @@ class MergedFile:
     notes: list[str]
     warnings: list[str]
     m_missing: list[int]
-    partial: bool
     m_imported: list[int] = field(default_factory=list)
+
+    @property
+    def partial(self) -> bool:
+        """M of the shape's grid have no winner."""
+        return bool(self.m_missing)
 
 
 def runs_note(winner: WinnerRow) -> str | None:
@@ -86,10 +89,7 @@ def _winner_entry(
             f"M={M}: no default-config baseline measured; winner kept unchecked",
         ]
     if winner.latency_us >= winner.default_latency_us:
-        try:
-            shown = KernelConfig.from_dict(winner.config).short()
-        except ValueError:
-            shown = json.dumps(dict(winner.config))
+        shown = KernelConfig.from_dict(winner.config).short()
         return default_at(M).as_dict(), [
             *notes,
             f"M={M}: best config {shown} ({winner.latency_us:.2f} us) is not faster than the "
@@ -171,14 +171,7 @@ def merge_shape(
     text = dump_config_file(configs, triton_version)
     sha256 = hashlib.sha256(text.encode()).hexdigest()
     return MergedFile(
-        dict(sorted(configs.items())),
-        text,
-        sha256,
-        notes,
-        warnings,
-        m_missing,
-        bool(m_missing),
-        m_imported,
+        dict(sorted(configs.items())), text, sha256, notes, warnings, m_missing, m_imported
     )
 
 
