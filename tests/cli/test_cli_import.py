@@ -434,7 +434,7 @@ def test_an_entry_that_cannot_launch_is_left_out_of_every_output(tmp_path: Path)
     mounts = invoke("mounts", "--device", "L20", "--format", "k8s", "--db", db)
     assert f"# {line}" in mounts.stdout.splitlines()
     data = [doc for doc in yaml.safe_load_all(mounts.stdout) if doc and "data" in doc][0]["data"]
-    assert json.loads(data["n1536-k7168-b128x128.json"]) == {"64": FAST}
+    assert {"64": FAST} in [json.loads(text) for text in data.values()]
     with service(db) as client:
         text = client.get("/devices/L20/mounts", params={"format": "k8s"}).text
         (release,) = client.get("/devices/L20/releases").json()

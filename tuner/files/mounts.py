@@ -28,7 +28,6 @@ from tuner.inputs.backends import device_advice
 from tuner.kernels.engines import SGLANG_NOTE, TRITON_PLACEHOLDER
 from tuner.kernels.family import LINEAR_LAYERS
 from tuner.kernels.registry import family_of_file, get_family
-from tuner.kernels.shape import PER_TENSOR, Shape
 from tuner.kernels.vllm_table import TRITON_FLAG
 
 # The forms of `tuner mounts` and the mounts route: mounts, then pull recipes.
@@ -53,24 +52,23 @@ _PATH_RE = re.compile(r"/[^\x00\n\r\"'`$\\:]{0,511}")
 
 
 class FileMount(NamedTuple):
-    """A file mounted on its own: its name as given, where it goes in the container, its
-    ConfigMap key, and its name there (the engine's spelling)."""
+    """A file mounted on its own: its name as given, where it goes in the container, and its
+    name there (the engine's spelling)."""
 
     src: str
     target: str
-    key: str
     dst: str
 
 
 @dataclass
 class FolderMount:
     """A family's files read from one folder that `env` names: the family, the folder in the
-    container, and its files as (name, ConfigMap key)."""
+    container, and its files' names."""
 
     family: str
     env: str
     target: str
-    files: list[tuple[str, str]] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -166,15 +164,10 @@ def check_path(path: str) -> str:
     return path.rstrip("/") or "/"
 
 
-def configmap_key(shape: Shape) -> str:
-    """A file's key in a ConfigMap (Kubernetes allows only [-._a-zA-Z0-9]), from the shape its
-    name gives: `n5120-k3072-b128x128.json`, `e128-n384-b128x128.json` (no K in the name),
-    `n512-k256-per-tensor.json` (no block scales)."""
-    params = "".join(f"{name.lower()}{value}-" for name, value in shape.params)
-    k = f"-k{shape.K}" if shape.K else ""
-    block = shape.block_shape
-    blocks = PER_TENSOR if block is None else f"b{block[0]}x{block[1]}"
-    return f"{params}n{shape.N}{k}-{blocks}.json"
+def configmap_key(name: str) -> str:
+    """A file's key in a ConfigMap: its name with every character Kubernetes does not allow
+    in a key ([-._a-zA-Z0-9]) as "_"."""
+    return re.sub(r"[^-._a-zA-Z0-9]", "_", name)
 
 
 def configmap_name(device_name: str) -> str:
@@ -201,18 +194,17 @@ def place(request: MountRequest, site: str) -> Placed:
     engine = request.engine
     for name in sorted(request.files):
         family = family_of_file(name)
-        key = configmap_key(family.files.parse_file_name(name)[0])
         row = engine_folder(engine, family.name)
         if row.env:
             target = f"{FOLDER_ROOT}/{family.name}-configs"
             folders.setdefault(family.name, FolderMount(family.name, row.env, target))
-            folders[family.name].files.append((name, key))
+            folders[family.name].files.append(name)
             continue
         folder = f"{site}/{folder_for(engine, family.name, None, request.triton)}"
         if TRITON_PLACEHOLDER in row.folder and not notes:
             notes.append(f"# {folder}/ is SGLang's folder for Triton {request.triton}")
         dst = served_file_name(name, request.device_name, engine, request.gpu_names)
-        files.append(FileMount(name, f"{folder}/{dst}", key, dst))
+        files.append(FileMount(name, f"{folder}/{dst}", dst))
     return Placed(files, list(folders.values()), notes)
 
 
@@ -345,18 +337,18 @@ def k8s(placed: Placed, request: MountRequest, host_dir: str) -> list[str]:
     """ConfigMap manifests of the files, then the pod spec's volumes and the serving
     container's mounts (`k8s_parts`: each folder mounts its own ConfigMap's volume)."""
     name = configmap_name(request.device_name)
-    groups = [(VOLUME, name, [(f.src, f.key, f.dst) for f in placed.files])] if placed.files else []
+    groups = [(VOLUME, name, [(f.src, f.dst) for f in placed.files])] if placed.files else []
     groups += [
-        (f"blockfp8-{f.family}-configs", f"{name}-{f.family}", [(s, k, s) for s, k in f.files])
+        (f"blockfp8-{f.family}-configs", f"{name}-{f.family}", [(s, s) for s in f.files])
         for f in placed.folders
     ]
     body = ["# The ConfigMap(s): save as blockfp8-configmaps.yaml, then kubectl apply -f it."]
     volumes = []
     for volume, configmap, files in groups:
-        data = {key: request.files[src] for src, key, _ in files}
+        data = {configmap_key(src): request.files[src] for src, _ in files}
         manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": configmap}}
         body += ["---", *dump_yaml(manifest | {"data": data})]
-        items = [{"key": key, "path": dst} for _, key, dst in files]
+        items = [{"key": configmap_key(src), "path": dst} for src, dst in files]
         volumes.append({"name": volume, "configMap": {"name": configmap, "items": items}})
     return body + ["---"] + k8s_parts({"volumes": volumes}, placed, "")
 

@@ -39,6 +39,10 @@ SERVER = "http://tuner:8000"
 CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")  # Kubernetes' rule for a ConfigMap's keys
 
 
+def key(name: str) -> str:
+    return name.replace("=", "_").replace(",", "_").replace("[", "_").replace("]", "_")
+
+
 def spaced(name: str) -> str:
     return name.replace("[128,128]", "[128, 128]")
 
@@ -136,13 +140,13 @@ def test_k8s_configmaps_with_valid_keys_and_the_engines_file_names() -> None:
         kubernetes_validate.validate(configmap, "1.32", strict=True)
         assert all(CONFIGMAP_KEY.fullmatch(key) for key in configmap["data"])
     assert [(c["metadata"]["name"], c["data"]) for c in configmaps] == [
-        ("blockfp8-nvidia-l20", {"n5120-k3072-b128x128.json": req.files[A]}),
-        ("blockfp8-nvidia-l20-moe", {"e128-n384-b128x128.json": req.files[MOE]}),
+        ("blockfp8-nvidia-l20", {key(A): req.files[A]}),
+        ("blockfp8-nvidia-l20-moe", {key(MOE): req.files[MOE]}),
     ]
     spec = pod(text)["spec"]
     volumes = [
-        ("blockfp8-configs", "blockfp8-nvidia-l20", "n5120-k3072-b128x128.json", A),
-        ("blockfp8-moe-configs", "blockfp8-nvidia-l20-moe", "e128-n384-b128x128.json", MOE),
+        ("blockfp8-configs", "blockfp8-nvidia-l20", key(A), A),
+        ("blockfp8-moe-configs", "blockfp8-nvidia-l20-moe", key(MOE), MOE),
     ]
     assert spec["volumes"] == [
         {"name": volume, "configMap": {"name": name, "items": [{"key": key, "path": path}]}}
