@@ -97,12 +97,12 @@ def test_the_merge_with_a_shipped_file_keeps_what_the_store_did_not_measure(vllm
         [Winner(8, FAST, 1.0), Winner(1, FAST, 1.0)],
         m_requested=[1, 8],
         default=DEFAULT,
-        existing=ImportedShape(existing, {}),
+        existing=ImportedShape(existing, dict.fromkeys(existing, "vllm")),
     )
     assert merged.configs == {1: FAST, 4: existing[4], 8: FAST}
     assert merged.notes == [
-        "M=8: measured winner replaces the existing entry",
-        "M=4: kept from the existing file, not measured here",
+        "M=8: measured winner replaces the entry imported from 'vllm'",
+        "M=4: imported from 'vllm', not measured here (no comparison with the default)",
     ]
     assert merged.m_imported == [4]
     assert merged.warnings[0] == "M=16 is not in the file: vLLM will use the M=8 entry"

@@ -65,11 +65,7 @@ def coverage_summary(keys: Iterable[int], *, file_order: bool = False) -> str:
     text = f"{len(present)} of vLLM's {len(VLLM_M_GRID)} M values"
     text += f": {', '.join(map(str, present))}" if present else ""
     text += f"; missing {', '.join(map(str, missing))}" if missing else "; complete"
-    if extra:
-        shown = ", ".join(map(str, extra[:8])) + (
-            f", ... ({len(extra)} in all)" if len(extra) > 8 else ""
-        )
-        text += f"; other keys {shown}"
+    text += f"; other keys {', '.join(map(str, extra))}" if extra else ""
     for M in (1, VLLM_M_GRID[-1]):
         if keys and M not in keys:
             text += f"; M={M} runs the M={vllm_pick_key(keys, M, file_order=file_order)} entry"

@@ -110,16 +110,11 @@ def _entries(
     notes: list[str] = []
     for M in sorted(by_m):
         if M in configs:
-            origin = (
-                f"the entry imported from '{labels[M]}'" if M in labels else "the existing entry"
-            )
-            notes.append(f"M={M}: measured winner replaces {origin}")
+            notes.append(f"M={M}: measured winner replaces the entry imported from '{labels[M]}'")
         configs[M], winner_notes = _winner_entry(by_m[M], default_at)
         notes += winner_notes
     notes += [
         f"M={M}: imported from '{labels[M]}', not measured here (no comparison with the default)"
-        if M in labels
-        else f"M={M}: kept from the existing file, not measured here"
         for M in sorted(configs)
         if M not in by_m
     ]
