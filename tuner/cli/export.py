@@ -37,19 +37,10 @@ OutDtypeOpt = Annotated[
     OutDtype | None, typer.Option(help="Only trials with this output dtype [default: all].")
 ]
 AllowStaleOpt = Annotated[
-    bool,
-    typer.Option(
-        "--allow-stale",
-        help="Also use trials timed with another kernel source or another "
-        "Triton major.minor than the current ones.",
-    ),
+    bool, typer.Option("--allow-stale", help="Also trials of another kernel source or Triton.")
 ]
-
 NoPublishOpt = Annotated[
-    bool,
-    typer.Option(
-        "--no-publish", help="Don't publish the device's files as a new release when done."
-    ),
+    bool, typer.Option("--no-publish", help="Don't publish the files as a new release.")
 ]
 
 

@@ -90,25 +90,18 @@ def _plan(
     """One file per (device, shape): of two spellings of one file, the one vLLM reads."""
     planned: dict[tuple, Planned] = {}
     skipped = []
-    for path, item in parsed:
+    for path, item in sorted(parsed, key=lambda parsed: parsed[0].name != parsed[1].vllm_name):
         try:
             here = Planned(path, item, target_device(device, item.device_name, known))
         except LookupError as exc:
             raise fail(f"{path}: {exc}") from None
-        key = (here.target, item.family, item.shape)
-        other = planned.setdefault(key, here)
-        if other is here:
-            continue
-        # Of one file in vLLM's and SGLang's spelling, the one vLLM reads.
-        spellings = {other.path.name, path.name}
-        same_file = other.item.vllm_name == item.vllm_name and len(spellings) == 2
-        if not same_file or item.vllm_name not in spellings:
+        kept = planned.setdefault((here.target, item.family, item.shape), here)
+        if kept.path.name == item.vllm_name != path.name:  # vLLM's spelling came first
+            skipped.append((path, f"SGLang's spelling; imported {kept.path.name}"))
+        elif kept is not here:
             raise fail(
-                f"{path}: same device and shape as {other.path}; import one per shape and label"
+                f"{path}: same device and shape as {kept.path}; import one per shape and label"
             )
-        kept, dropped = (here, other) if path.name == item.vllm_name else (other, here)
-        planned[key] = kept
-        skipped.append((dropped.path, f"SGLang's spelling; imported {kept.path.name}"))
     return list(planned.values()), skipped
 
 
