@@ -150,7 +150,7 @@ def test_the_zip_and_its_members(client: TestClient) -> None:
         assert archive.read(FILE_A) == TEXT_A.encode()
         assert {info.date_time for info in archive.infolist()} == {(1980, 1, 1, 0, 0, 0)}
         readme = archive.read("README.txt").decode()
-    left_out = "N=7168, K=5120, block_shape=[128,128]: no winner yet for M=16, 32"
+    left_out = f"{FILE_B}: no winner yet for M=16, 32"
     for fact in ("--linear-backend triton", f"sha256 {SHA_A}", WARNINGS_A[0], left_out):
         assert fact in readme
     sglang = client.get("/devices/L20/configs.zip", params={"engine": "sglang"})

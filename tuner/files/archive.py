@@ -11,8 +11,7 @@ from tuner.files.merge import DeviceFiles
 from tuner.files.mounts import DEFAULT_SITE_PACKAGES, FIND_SITE
 from tuner.inputs.backends import device_advice
 from tuner.kernels.engines import SGLANG_NOTE, TRITON_PLACEHOLDER
-from tuner.kernels.registry import FAMILIES
-from tuner.kernels.shape import PER_TENSOR
+from tuner.kernels.registry import FAMILIES, get_family
 
 # 1980-01-01 is the earliest time a zip entry can carry; a fixed time keeps the bytes stable.
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
@@ -35,7 +34,7 @@ def where_lines(engine: str) -> list[str]:
     return lines
 
 
-def _files_section(device_files: DeviceFiles) -> list[str]:
+def _files_section(device_files: DeviceFiles, device_name: str, engine: str) -> list[str]:
     """Each file's hash, M keys and merge notes, then the shapes and entries left out."""
     lines = [] if device_files.files else ["- none yet"]
     for device_file in sorted(device_files.files, key=lambda f: f.file_name):
@@ -51,12 +50,8 @@ def _files_section(device_files: DeviceFiles) -> list[str]:
     if device_files.skipped or device_files.left_out:
         lines += ["", "Left out"]
         for s in device_files.skipped:
-            blocks = (
-                f"block_shape=[{s.block_shape[0]},{s.block_shape[1]}]"
-                if s.block_shape
-                else PER_TENSOR
-            )
-            lines.append(f"- N={s.N}, K={s.K}, {blocks}: {s.reason}")
+            name = get_family(s.key.family).files.file_name(s.key.shape, device_name, engine)
+            lines.append(f"- {name}: {s.reason}")
         lines += [f"- {line}" for line in device_files.left_out]
     return lines
 
@@ -99,7 +94,9 @@ def build_zip(
         lines += ["", "Does vLLM read them", *advice]
     lines += ["", *where_lines(engine), ""]
     entries = {f.file_name: f.merged.text for f in device_files.files}
-    entries["README.txt"] = "\n".join([*lines, "Files", *_files_section(device_files)]) + "\n"
+    entries["README.txt"] = (
+        "\n".join([*lines, "Files", *_files_section(device_files, device_name, engine)]) + "\n"
+    )
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name in sorted(entries):

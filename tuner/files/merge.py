@@ -39,12 +39,8 @@ class MergedFile:
     notes: list[str]
     warnings: list[str]
     m_missing: list[int]
+    partial: bool
     m_imported: list[int] = field(default_factory=list)
-
-    @property
-    def partial(self) -> bool:
-        """M of the shape's grid have no winner."""
-        return bool(self.m_missing)
 
 
 def runs_note(winner: WinnerRow) -> str | None:
@@ -166,7 +162,14 @@ def merge_shape(
     text = dump_config_file(configs, triton_version)
     sha256 = hashlib.sha256(text.encode()).hexdigest()
     return MergedFile(
-        dict(sorted(configs.items())), text, sha256, notes, warnings, m_missing, m_imported
+        dict(sorted(configs.items())),
+        text,
+        sha256,
+        notes,
+        warnings,
+        m_missing,
+        bool(m_missing),
+        m_imported,
     )
 
 
