@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from db import repo
+from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS
 from tuner.files.merge import DeviceFiles, SkippedShape, build_device_files, entries_left_out
 from tuner.files.mounts import (
     PULL_FORMATS,
@@ -234,17 +235,25 @@ def store_request(read: StoreFiles, fmt: str, engine: str, host_dir: str) -> Mou
     capability, what its winners were timed with, the GPU's names and the entries left out."""
     view, tuned = read.view, versions_line(read.view.versions)
     timed = view.versions["triton"]
+    files = {f.file_name: f.merged.text for f in read.files.files}
+    notes = [
+        f"# {len(files)} W8A8 block-FP8 config file(s) for {view.device_name}, mounted "
+        f"read-only ({engine} {DEFAULT_ENGINE_VERSIONS[engine]}; restart it after changing them).",
+        f"# The files: tuner export --device {view.device_name} --engine {engine} --out "
+        f"{host_dir} (or unzip the release's configs.zip there).",
+        *([f"# Tuned with {tuned}."] if tuned else []),
+        *(f"# {line}" for line in read.files.left_out),
+    ]
     return MountRequest(
         view.device_name,
         engine,
         fmt,
-        files={f.file_name: f.merged.text for f in read.files.files},
+        files=files,
         host_dir=host_dir,
         capabilities=[view.compute_capability or ""],
         triton=timed[0] if len(timed) == 1 else None,
         gpu_names=[e.gpu_name for e in view.environments],
-        notes=[*([f"# Tuned with {tuned}."] if tuned else [])]
-        + [f"# {line}" for line in read.files.left_out],
+        notes=notes,
     )
 
 

@@ -25,7 +25,7 @@ import yaml
 from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS, engine_folder, folder_for
 from tuner.files.pull import release_triton, release_tuned, served_file_name
 from tuner.inputs.backends import device_advice
-from tuner.kernels.engines import SGLANG_NOTE, TRITON_PLACEHOLDER
+from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.family import LINEAR_LAYERS
 from tuner.kernels.registry import family_of_file, get_family
 from tuner.kernels.vllm_table import TRITON_FLAG
@@ -73,12 +73,10 @@ class FolderMount:
 
 @dataclass(frozen=True)
 class Placed:
-    """Where the engine reads each file: file mounts, folder mounts, and the comment line on
-    a folder named for the Triton the files were tuned with."""
+    """Where the engine reads each file: file mounts and folder mounts."""
 
     files: list[FileMount]
     folders: list[FolderMount]
-    notes: list[str]
 
 
 @dataclass(frozen=True)
@@ -190,7 +188,6 @@ def place(request: MountRequest, site: str) -> Placed:
     """
     files: list[FileMount] = []
     folders: dict[str, FolderMount] = {}
-    notes: list[str] = []
     engine = request.engine
     for name in sorted(request.files):
         family = family_of_file(name)
@@ -201,11 +198,9 @@ def place(request: MountRequest, site: str) -> Placed:
             folders[family.name].files.append(name)
             continue
         folder = f"{site}/{folder_for(engine, family.name, None, request.triton)}"
-        if TRITON_PLACEHOLDER in row.folder and not notes:
-            notes.append(f"# {folder}/ is SGLang's folder for Triton {request.triton}")
         dst = served_file_name(name, request.device_name, engine, request.gpu_names)
         files.append(FileMount(name, f"{folder}/{dst}", dst))
-    return Placed(files, list(folders.values()), notes)
+    return Placed(files, list(folders.values()))
 
 
 def render_mounts(request: MountRequest) -> str:
@@ -227,8 +222,7 @@ def render_mounts(request: MountRequest) -> str:
     site = DEFAULT_SITE_PACKAGES[request.engine]
     placed = place(request, site)
     where = "the whole volume" if request.pull else f"{host_dir}/"
-    head = [] if request.pull else mounts_title(request, host_dir, release)
-    head += [
+    head = [
         *request.notes,
         f"# {request.engine} {release}'s site-packages in its usual image: {site}; in yours: "
         f"{FIND_SITE.format(request.engine)}",
@@ -237,29 +231,12 @@ def render_mounts(request: MountRequest) -> str:
             f"{where} mounted read-only at {f.target}/, with {f.env}={f.target}."
             for f in placed.folders
         ),
-        *placed.notes,
         *advice_comments(request.device_name, request.capabilities, request.engine),
     ]
     body = RENDERERS[request.fmt](placed, request, host_dir)
     names = list(request.files)
     flag = needs_flag(request.device_name, request.capabilities, request.engine, names)
     return "\n".join(head + body + (flag_lines(request.fmt) if flag else [])) + "\n"
-
-
-def mounts_title(request: MountRequest, host_dir: str, release: str) -> list[str]:
-    """The first lines of mounts of files on the host: what, for which release, and how to
-    put the files in `host_dir` (a ConfigMap carries them itself)."""
-    title = (
-        f"# {len(request.files)} W8A8 block-FP8 config file(s) for {request.device_name}, "
-        f"mounted read-only ({request.engine} {release}; restart it after changing them)."
-    )
-    if request.fmt == "k8s":
-        return [title]
-    return [
-        title,
-        f"# The files in {host_dir}/: tuner export --device {request.device_name} "
-        f"--engine {request.engine} --out DIR (or unzip the release's configs.zip there).",
-    ]
 
 
 class _Dumper(yaml.SafeDumper):

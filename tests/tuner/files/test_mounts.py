@@ -83,14 +83,10 @@ def test_docker_lines_one_file_at_a_time_and_the_moe_folder() -> None:
         "  --linear-backend triton",
     ]
     lines = text.splitlines()
-    assert lines[:3] == [
-        "# 3 W8A8 block-FP8 config file(s) for NVIDIA_L20, mounted read-only (vllm 0.33.0; "
-        "restart it after changing them).",
-        "# The files in $PWD/configs/: tuner export --device NVIDIA_L20 --engine vllm --out DIR "
-        "(or unzip the release's configs.zip there).",
+    assert lines[0] == (
         f"# vllm 0.33.0's site-packages in its usual image: {SITE}; in yours: python3 -c "
-        '"import os, vllm; print(os.path.dirname(os.path.dirname(vllm.__file__)))"',
-    ]
+        '"import os, vllm; print(os.path.dirname(os.path.dirname(vllm.__file__)))"'
+    )
     assert "# NVIDIA_L20 is sm89 (L20: compute capability 8.9, from the table of known GPUs)." in (
         lines
     )
@@ -167,7 +163,6 @@ def test_sglang_files_in_its_folders_moe_in_the_folder_of_the_tuned_triton() -> 
         f'  -v "$PWD/configs/{A}:{SGL}/{spaced(A)}:ro" \\',
     ]
     assert ENV not in text
-    assert f"# {SGL_MOE}/ is SGLang's folder for Triton 3.8.0" in text
     assert f"# {SGLANG_NOTE}" in text.splitlines()
     # vLLM's MoE name folds every H200 into NVIDIA_H200; SGLang's keeps the device's own name.
     h200 = MOE.replace("NVIDIA_L20", "NVIDIA_H200")
@@ -246,10 +241,9 @@ def test_compose_pull_for_sglang_in_its_folders() -> None:
     assert compose["services"]["blockfp8-pull"]["command"][-3:] == ["sglang", "--out", "/configs"]
     serving = compose["services"]["sglang"]
     assert [(v["target"], v["volume"]["subpath"]) for v in serving["volumes"]] == [
-        (f"{SGL_MOE}/{spaced(H200_MOE)}", spaced(H200_MOE)),
+        (f"{SGL_MOE}/{spaced(H200_MOE)}", spaced(H200_MOE)),  # the release's Triton
         (f"{SGL}/{spaced(H200)}", spaced(H200)),
     ]
-    assert "is SGLang's folder for Triton 3.8.0" in text  # the release's Triton
 
 
 PULLED_MOE = moe_config_file_name(128, 768, "NVIDIA_H200")
