@@ -10,7 +10,7 @@ from fastapi.responses import PlainTextResponse
 from pydantic import AnyHttpUrl, Field
 
 from api.deps import KnownDevice, MergeQuery, SessionDep, SettingsDep
-from api.schemas import MAX_INT32, EngineName
+from api.schemas import MAX_INT32
 from tuner.files import mounts
 from tuner.files.device import MergeError, device_mounts
 
@@ -21,7 +21,6 @@ class MountQuery(MergeQuery):
     """The query of GET /devices/{d}/mounts, as `tuner mounts` takes its options."""
 
     format: mounts.MountFormat = Field("docker", description="Mounts, or (-pull) a pull recipe.")
-    engine: EngineName = Field("vllm", description="The engine whose folders the files go to.")
     host_dir: str = Field(
         mounts.DEFAULT_HOST_DIR, max_length=512, description="Host folder of the files."
     )

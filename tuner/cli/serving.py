@@ -37,10 +37,7 @@ from tuner.inputs.backends import device_advice
 from tuner.kernels.source import vllm_version
 
 FormatOpt = Annotated[
-    MountFormat,
-    typer.Option(
-        "--format", help="Mounts; or (-pull) a recipe that runs `tuner pull` before the engine."
-    ),
+    MountFormat, typer.Option("--format", help="Mounts, or (-pull) a recipe that pulls first.")
 ]
 ServerOpt = Annotated[
     str | None, typer.Option(help="-pull: the tuner service's URL as the pods reach it.")
@@ -96,10 +93,7 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to bind.")] = 8000,
     create_store: Annotated[
-        bool,
-        typer.Option(
-            "--create-store", help="Create an empty store where the SQLite file is absent."
-        ),
+        bool, typer.Option("--create-store", help="Create the store if its file is absent.")
     ] = False,
 ) -> None:
     """Serve the merged config files over HTTP (FastAPI under uvicorn).
