@@ -22,7 +22,7 @@ from tuner.cli.store import device_in_store, open_db, store_files
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
 from tuner.files.device import MergeError, StoreFiles, imported_files_summary, read_device
-from tuner.files.merge import DeviceFiles, entries_left_out, write_files_atomically
+from tuner.files.merge import DeviceFiles, write_files_atomically
 from tuner.files.release import NothingToPublish, publish
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.engines import SGLANG_NOTE
@@ -128,7 +128,7 @@ def export(
     if engine_name == "sglang":
         typer.echo(f"note: {SGLANG_NOTE}", err=True)
     _write(result, out)
-    _say_left_out(result, device_name)
+    _say_left_out(result)
 
 
 def _write(result: DeviceFiles, out: Path) -> None:
@@ -143,14 +143,10 @@ def _write(result: DeviceFiles, out: Path) -> None:
             plain(f"    {line}")
 
 
-def _say_left_out(result: DeviceFiles, device_name: str) -> None:
-    """The shapes and imported entries left out, one line each, and a count; exit 1 when no
-    file was written."""
+def _say_left_out(result: DeviceFiles) -> None:
+    """The shapes and imported entries left out, one line each; exit 1 when no file was
+    written."""
     lines = [f"skipped N={s.N},K={s.K}: {s.reason}" for s in result.skipped] + result.left_out
-    if result.left_out:
-        lines.append(
-            f"{entries_left_out(len(result.left_out))}: they cannot launch on {device_name}"
-        )
     for line in lines:
         typer.echo(line, err=True)
     if not result.files:
