@@ -25,7 +25,7 @@ from tuner.files.mounts import (
     versions_line,
 )
 from tuner.files.provenance import Provenance, current_provenance, installed_triton_minor
-from tuner.files.pull import release_entry
+from tuner.files.pull import one_triton, release_entry
 from tuner.inputs.devices import device_among, engine_device_name
 from tuner.kernels.shape import FamilyShape, Shape
 
@@ -234,7 +234,6 @@ def store_request(read: StoreFiles, fmt: str, engine: str, host_dir: str) -> Mou
     """The mounts of a device's merged files from the store: its key, files, compute
     capability, what its winners were timed with, the GPU's names and the entries left out."""
     view, tuned = read.view, versions_line(read.view.versions)
-    timed = view.versions["triton"]
     files = {f.file_name: f.merged.text for f in read.files.files}
     notes = [
         f"# {len(files)} W8A8 block-FP8 config file(s) for {view.device_name}, mounted "
@@ -251,7 +250,7 @@ def store_request(read: StoreFiles, fmt: str, engine: str, host_dir: str) -> Mou
         files=files,
         host_dir=host_dir,
         capabilities=[view.compute_capability or ""],
-        triton=timed[0] if len(timed) == 1 else None,
+        triton=one_triton(view.versions),
         gpu_names=[e.gpu_name for e in view.environments],
         notes=notes,
     )

@@ -23,7 +23,7 @@ from typing import Any, Literal, NamedTuple, get_args
 import yaml
 
 from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS, engine_folder, folder_for
-from tuner.files.pull import release_triton, release_tuned, served_file_name
+from tuner.files.pull import one_triton, release_tuned, served_file_name
 from tuner.inputs.backends import device_advice
 from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.family import LINEAR_LAYERS
@@ -139,7 +139,7 @@ def release_request(release: Mapping[str, Any], fmt: str, engine: str, server: s
         fmt,
         files=dict.fromkeys(names, ""),
         capabilities=release_tuned(release, "compute_capability"),
-        triton=release_triton(release),
+        triton=one_triton((release.get("summary") or {}).get("versions") or {}),
         gpu_names=release_tuned(release, "gpu_name"),
         notes=[title, image],
         pull=args,

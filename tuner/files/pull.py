@@ -181,10 +181,9 @@ def release_entry(info: Any) -> dict[str, Any]:
     }
 
 
-def release_triton(release: Mapping[str, Any]) -> str | None:
-    """The one Triton version a release's winners were timed with (its summary's `versions`),
-    or None when it names none or several."""
-    versions = (release.get("summary") or {}).get("versions") or {}
+def one_triton(versions: Mapping[str, Sequence[str]]) -> str | None:
+    """The one Triton version winners were timed with (`DeviceView.versions`, a release
+    summary's `versions`), or None when they name none or several."""
     timed = versions.get("triton") or []
     return timed[0] if len(timed) == 1 else None
 
