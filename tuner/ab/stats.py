@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from scipy.special import stdtrit
@@ -84,31 +84,31 @@ def estimate(
     logs = [math.log(c / b) for b, c in pairs]
     n, mean = len(logs), statistics.fmean(logs)
     half = float(stdtrit(n - 1, (1 + confidence) / 2)) * statistics.stdev(logs) / math.sqrt(n)
-    ratio, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+    # The candidate's gain as a log: > 0 is better whatever the metric's direction.
+    sign = 1 if higher_is_better else -1
+    gain_low, gain_high = sorted((sign * (mean - half), sign * (mean + half)))
+    verdict = NOISE
+    if gain_low > 0 and sign * mean >= math.log1p(min_effect):
+        verdict = FASTER
+    elif gain_high < 0 and sign * mean <= -math.log1p(min_effect):
+        verdict = SLOWER
     base = [b for b, _ in pairs]
     half_n = n // 2
-    drift = statistics.median(base[n - half_n :]) / statistics.median(base[:half_n])
     return Estimate(
         metric,
         higher_is_better,
         baseline=statistics.median(base),
         candidate=statistics.median(c for _, c in pairs),
-        ratio=ratio,
-        low=low,
-        high=high,
-        drift=drift,
-        verdict=_verdict(ratio, low, high, higher_is_better, min_effect),
+        ratio=math.exp(mean),
+        low=math.exp(mean - half),
+        high=math.exp(mean + half),
+        drift=statistics.median(base[n - half_n :]) / statistics.median(base[:half_n]),
+        verdict=verdict,
     )
 
 
-def _verdict(
-    ratio: float, low: float, high: float, higher_is_better: bool, min_effect: float
-) -> str:
-    # The candidate's gain: > 1 is better whatever the metric's direction.
-    gain, gain_low = (ratio, low) if higher_is_better else (1 / ratio, 1 / high)
-    gain_high = high if higher_is_better else 1 / low
-    if gain_low > 1 and gain >= 1 + min_effect:
-        return FASTER
-    if gain_high < 1 and gain <= 1 / (1 + min_effect):
-        return SLOWER
-    return NOISE
+def overall(verdicts: Iterable[str]) -> str:
+    """An A/B's verdict from its metrics': slower when any is, else faster when any is, else
+    within noise."""
+    said = set(verdicts)
+    return SLOWER if SLOWER in said else FASTER if FASTER in said else NOISE
