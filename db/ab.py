@@ -12,18 +12,7 @@ from sqlalchemy.orm import Session
 
 from db.connection import dialect_insert
 from db.models import AbRun, AbTest, Device, Release, take, utcnow
-
-
-@dataclass(frozen=True)
-class AbRunRow:
-    """One kept client run: block (0-based), arm, workload, seed, metrics, the client's JSON."""
-
-    block: int
-    arm: str
-    workload: str
-    seed: int
-    metrics: dict[str, float]
-    client_result: dict[str, Any]
+from tuner.core import AbRunRow
 
 
 @dataclass(frozen=True)

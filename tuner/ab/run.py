@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from db.ab import AbRunRow
 from tuner.ab.arms import Arm, ArmError, Server, healthy, proof
 from tuner.ab.stats import CANDIDATE, Estimate, estimate, schedule
 from tuner.ab.workloads import ClientError, Load, Workload, client_argv, higher_is_better
+from tuner.core import AbRunRow
 
 # A warm-up run: this many prompts, seeds from here on (never a timed run's).
 WARMUP_PROMPTS = 2

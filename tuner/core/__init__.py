@@ -1,8 +1,8 @@
 """The project's facts, each defined once and imported from here: vLLM's config keys, trial
 and comparison statuses, output dtypes and the dtype label of FP8 file names, the device-name
-rule and the resolved device, the M grids, Triton's major.minor, the geometric mean and an
-exception's one line (the kernel source hash is `tuner.core.hashing`'s, which the kernels
-import). Below every other package (`db` imports it too): the standard library and
+rule and the resolved device, an A/B's client run, the M grids, Triton's major.minor, the
+geometric mean and an exception's one line (the kernel source hash is `tuner.core.hashing`'s,
+which the kernels import). Below every other package (`db` imports it too): the standard library and
 `packaging` only."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -155,6 +156,19 @@ class ResolvedDevice:
     compute_capability: str = ""
     interpreter: bool = False
     visible_ids: tuple[str | None, ...] = ()
+
+
+@dataclass(frozen=True)
+class AbRunRow:
+    """One client run of `tuner ab` (`tuner.ab.run`), as the store keeps it (`db.ab`): block
+    (0-based), arm, workload, seed, metrics and the client's result JSON."""
+
+    block: int
+    arm: str
+    workload: str
+    seed: int
+    metrics: dict[str, float]
+    client_result: dict[str, Any]
 
 
 # vLLM's tuning script default batch sizes (benchmarks/kernels/benchmark_w8a8_block_fp8.py, main).
