@@ -51,7 +51,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.inputs.shapes import MODEL_TYPE_RE
+from tuner.inputs.shapes import MODEL_TYPE_RE, read_text
 
 # Architectures whose layers follow the rule above (vLLM's llama.py builds the first two,
 # qwen2.py, qwen3.py and qwen3_moe.py the others).
@@ -239,12 +239,9 @@ def read_config(path: Path) -> dict:
         ValueError: one line naming the file: unreadable, not UTF-8, not JSON, or not a JSON
             object.
     """
+    text = read_text(path)
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not UTF-8 text") from None
+        data = json.loads(text)
     except ValueError as exc:
         raise ValueError(f"{path}: invalid JSON: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):

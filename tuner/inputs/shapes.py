@@ -204,6 +204,17 @@ def _load_text(text: str, label: str, key: str) -> dict[int, ModelShapes]:
         raise ShapesFileError(str(exc)) from None
 
 
+def read_text(path: Path, error: type[ValueError] = ValueError) -> str:
+    """A UTF-8 file's text; `error` with one line naming the file where it is unreadable or
+    not UTF-8."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise error(f"{path}: not UTF-8 text") from None
+
+
 def _read(model: str) -> dict[int, ModelShapes]:
     packaged = resources.files("shapes") / f"{model}.toml"
     if MODEL_KEY_RE.fullmatch(model) and packaged.is_file():
@@ -212,13 +223,7 @@ def _read(model: str) -> dict[int, ModelShapes]:
     if not MODEL_KEY_RE.fullmatch(model) or not path.is_file():
         known = known_models()
         raise UnknownModelError(f"unknown model '{model}'; known: {', '.join(known)}")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise ShapesFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ShapesFileError(f"{path}: not UTF-8 text") from None
-    return _load_text(text, str(path), model)
+    return _load_text(read_text(path, ShapesFileError), str(path), model)
 
 
 def tp_sizes(model: str) -> list[int]:
