@@ -116,13 +116,7 @@ def run_client(plan: Plan, arm: Arm, step: Step) -> AbRunRow:
     runs.mkdir(parents=True, exist_ok=True)
     result = runs / f"{stem}.json"
     argv = client_argv(
-        plan.client,
-        step.workload,
-        plan.load,
-        base_url=arm.url,
-        seed=step.seed,
-        result=result,
-        tokenizer=plan.tokenizer,
+        plan.client, step.workload, plan.load, arm.url, step.seed, result, plan.tokenizer
     )
     with (runs / f"{stem}.log").open("wb") as out:
         try:

@@ -143,20 +143,14 @@ def client_argv(
     client: Sequence[str],
     workload: Workload,
     load: Load,
-    *,
     base_url: str,
     seed: int,
     result: Path,
     tokenizer: str | None = None,
 ) -> list[str]:
-    """The whole command line of one client run.
-
-    Args:
-        client: the client command, e.g. ["vllm", "bench", "serve"].
-        workload, load, seed: what to send (`Workload.client_args`).
-        base_url: the arm's server, e.g. "http://127.0.0.1:8000".
-        result: the JSON file the client writes.
-        tokenizer: the tokenizer's name or folder when the served model's name is not one.
+    """The whole command line of one client run of `client` (e.g. ["vllm", "bench", "serve"])
+    against the server at `base_url`: what to send (`Workload.client_args`), the result JSON
+    file it writes, and the tokenizer's name or folder when the served model's name is not one.
     """
     argv = [*client, "--backend", "openai", "--base-url", base_url]
     argv += workload.client_args(load, seed)
