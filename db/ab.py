@@ -34,9 +34,6 @@ class AbInfo:
 def open_ab(session: Session, *, key: str, spec: dict[str, Any], release_id: int | None) -> int:
     """The id of the A/B with this key (hex sha256 of the spec, the caller's), made when new;
     `release_id`: the release the candidate serves (its device's), or None."""
-    found = session.scalar(select(AbTest.ab_test_id).where(AbTest.key == key))
-    if found is not None:
-        return found
     device_id = None if release_id is None else session.get_one(Release, release_id).device_id
     insert = dialect_insert(session, AbTest).values(
         key=key, spec=spec, device_id=device_id, release_id=release_id, created_at=utcnow()

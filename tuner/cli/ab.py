@@ -26,6 +26,7 @@ from tuner.cli.options import DbOpt
 from tuner.cli.output import console, err_console, plain
 from tuner.cli.store import open_db
 from tuner.cli.tables import Column, print_table
+from tuner.core import AbRunRow
 from tuner.inputs.devices import device_among
 from tuner.run.sweep import progress_columns
 
@@ -217,7 +218,7 @@ def _run(store: Engine, plan: Plan, ab_id: int) -> None:
         done = {(r.block, r.arm, r.workload) for r in repo.ab_runs(session, ab_test_id=ab_id)}
     plain(f"A/B {ab_id}: {len(done)} runs kept; logs and client results in {plan.folder}")
 
-    def record(run: repo.AbRunRow) -> None:
+    def record(run: AbRunRow) -> None:
         with session_scope(store) as session:
             repo.record_ab_run(session, ab_test_id=ab_id, run=run)
 

@@ -84,8 +84,7 @@ DEVICE_NAME_MAX = 128
 DEVICE_NAME_CHARS = r"!#-\-0-\[\]-~"
 # Without look-arounds (pydantic's Rust regex engine has none), so the API can use it; pair it
 # with a length check of DEVICE_NAME_MAX. No two dots in a row, and at least one other character.
-DEVICE_NAME_PATTERN = rf"^\.?(?:[{DEVICE_NAME_CHARS}]\.?)+$"
-DEVICE_NAME_RE = re.compile(DEVICE_NAME_PATTERN)
+DEVICE_NAME_RE = re.compile(rf"^\.?(?:[{DEVICE_NAME_CHARS}]\.?)+$")
 # A device as a user names it in a URL or on the command line: vLLM's key, or the GPU's own name
 # with spaces ("NVIDIA L20"); resolved against the store's keys before use.
 DEVICE_ARG_PATTERN = rf"^[ .{DEVICE_NAME_CHARS}]{{1,{DEVICE_NAME_MAX}}}$"
@@ -126,7 +125,7 @@ def is_device_name(name: str) -> bool:
 
     Returns:
         Whether it is 1..DEVICE_NAME_MAX printable ASCII characters without space, `"`, `/`,
-        `\\` or `..` (see DEVICE_NAME_PATTERN).
+        `\\` or `..` (see DEVICE_NAME_RE).
     """
     return (
         isinstance(name, str)

@@ -66,11 +66,10 @@ _NOTHING = "vLLM runs no block-FP8 GEMM for it, so there is nothing to tune"
 
 @dataclass(frozen=True)
 class DerivedShapes:
-    """The dense block-FP8 GEMMs of a model at one TP size.
+    """The block-FP8 GEMMs of a model at one TP size.
 
     Attributes:
         architecture: the config's architecture, e.g. "Qwen3ForCausalLM".
-        tp: tensor-parallel size.
         block_shape: [group_n, group_k] (`weight_block_size`, or compressed-tensors' weights
             `block_structure`; `block_shape_of`).
         layers: (N, K, name) of each linear layer's weight B [N, K] on one rank: qkv_proj,
@@ -83,7 +82,6 @@ class DerivedShapes:
     """
 
     architecture: str
-    tp: int
     block_shape: tuple[int, int]
     layers: tuple[tuple[int, int, str], ...]
     model: str | None
@@ -179,7 +177,6 @@ def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> De
     block_shape = block_shape_of(config, where)
     return DerivedShapes(
         architecture=architecture,
-        tp=tp,
         block_shape=block_shape,
         layers=_dense_layers(config, tp, architecture, block_shape, where) if known else (),
         model=name if isinstance(name := config.get("_name_or_path"), str) and name else None,

@@ -337,7 +337,7 @@ def save_shapes(
             )
         description = description or existing.description
         model_type = model_type or existing.model_type
-    new = ModelShapes(model, description, tp, tuple(block_shape), source, unique, model_type)
+    new = ModelShapes(model, description, tp, block_shape, source, unique, model_type)
     text = render_shapes_file([new, *(e for size, e in entries.items() if size != tp)])
     _parse(tomllib.loads(text), str(path), model)  # what we write must load back
     folder.mkdir(parents=True, exist_ok=True)
