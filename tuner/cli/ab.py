@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import Progress
 from sqlalchemy import Engine
 
 from db import repo
@@ -28,7 +27,6 @@ from tuner.cli.store import open_db
 from tuner.cli.tables import Column, print_table
 from tuner.core import AbRunRow
 from tuner.inputs.devices import device_among
-from tuner.run.sweep import progress_columns
 
 WorkloadName = StrEnum("WorkloadName", {name: name for name in WORKLOADS})  # type: ignore[misc]
 _WORKLOAD_HELP = "; ".join(f"{w.name}: {w.about}" for w in WORKLOADS.values())
@@ -38,15 +36,9 @@ CmdOpt = typer.Option(
     "its runs come, stopped before the other arm's command starts, its log kept [default: a "
     "server already running at the URL]."
 )
-COLUMNS = [
-    Column("metric", text=True),
-    Column("baseline"),
-    Column("candidate"),
-    Column("ratio"),
-    Column("95% interval"),
-    Column("drift", optional=True),
-    Column("verdict", text=True),
-]
+COLUMNS = [Column("metric", text=True)]
+COLUMNS += [Column(header) for header in ("baseline", "candidate", "ratio", "95% interval")]
+COLUMNS += [Column("drift", optional=True), Column("verdict", text=True)]
 
 
 def _arm(name: str, url: str, command: str | None) -> Arm:
@@ -59,19 +51,13 @@ def _arm(name: str, url: str, command: str | None) -> Arm:
     return Arm(name, url.rstrip("/"), argv)
 
 
-def _row(e: Estimate) -> list[str]:
-    def num(x: float) -> str:
-        return f"{x:,.1f}" if x >= 100 else f"{x:.3g}"
+def _num(x: float) -> str:
+    return f"{x:,.1f}" if x >= 100 else f"{x:.3g}"
 
-    return [
-        e.metric,
-        num(e.baseline),
-        num(e.candidate),
-        f"{e.ratio:.3f}",
-        f"{e.low:.3f}-{e.high:.3f}",
-        f"{e.drift:.3f}",
-        e.verdict,
-    ]
+
+def _row(e: Estimate) -> list[str]:
+    ratios = [f"{e.ratio:.3f}", f"{e.low:.3f}-{e.high:.3f}", f"{e.drift:.3f}"]
+    return [e.metric, _num(e.baseline), _num(e.candidate), *ratios, e.verdict]
 
 
 def _report(plan: Plan, found: dict[str, list[Estimate]], min_effect: float) -> str:
@@ -213,7 +199,7 @@ def _release_files(
 
 
 def _run(store: Engine, plan: Plan, ab_id: int) -> None:
-    """Make the A/B's runs not yet kept, keeping each as it finishes, under a progress bar."""
+    """Make the A/B's runs not yet kept, keeping each as it finishes, each named on stderr."""
     with session_scope(store) as session:
         done = {(r.block, r.arm, r.workload) for r in repo.ab_runs(session, ab_test_id=ab_id)}
     plain(f"A/B {ab_id}: {len(done)} runs kept; logs and client results in {plan.folder}")
@@ -222,15 +208,11 @@ def _run(store: Engine, plan: Plan, ab_id: int) -> None:
         with session_scope(store) as session:
             repo.record_ab_run(session, ab_test_id=ab_id, run=run)
 
+    def on_step(i: int, total: int, step: Step) -> None:
+        err_console.print(f"run {i + 1} of {total}: {step.label}", highlight=False)
+
     try:
-        with Progress(*progress_columns("runs"), console=err_console) as bar:
-            task = bar.add_task("starting", total=None)
-
-            def on_step(i: int, total: int, step: Step) -> None:
-                bar.update(task, total=total, completed=i, description=step.label)
-
-            run_ab(plan, done, record, on_step)
-            bar.update(task, completed=bar.tasks[0].total, description="done")
+        run_ab(plan, done, record, on_step)
     except (ArmError, ClientError) as exc:
         raise fail(str(exc)) from None
     except KeyboardInterrupt:

@@ -151,10 +151,9 @@ def _parse(data: dict, label: str, key: str) -> dict[int, ModelShapes]:
     for size, table in tables.items():
         if not size.isdigit() or not 1 <= int(size) <= MAX_TP:
             raise ShapesFileError(f"{label}: [tp.{size}] is not a TP size in 1..{MAX_TP}")
+        tp = int(size)
         found = _parse_tp(table, f"{label}, TP {size}", block_shape, keyed)
-        entries[int(size)] = ModelShapes(
-            model, description, int(size), block_shape, *found, model_type
-        )
+        entries[tp] = ModelShapes(model, description, tp, block_shape, *found, model_type)
     return entries
 
 
