@@ -60,10 +60,7 @@ def shapes_list() -> None:
         raise fail(broken[0])
 
 
-def shapes_show(
-    model: ModelArg,
-    tp: TpOpt = None,
-) -> None:
+def shapes_show(model: ModelArg, tp: TpOpt = None) -> None:
     """The (N, K) of a model at one TP size, with their source."""
     try:
         entry = load_shapes(model, tp)
@@ -91,7 +88,7 @@ def _save(
         path = save_shapes(
             name, tp=tp, groups=parsed, block_shape=block_shape, source=source, **about
         )
-    except (ShapesFileError, ValueError) as exc:
+    except ValueError as exc:  # ShapesFileError among them
         raise fail(str(exc)) from None
     except OSError as exc:
         raise fail(f"cannot write the shapes file: {exc.strerror or exc}") from None

@@ -77,11 +77,8 @@ def matches(device: str, device_name: str) -> bool:
     Case-insensitive, with or without the vendor prefix: "L20", "nvidia_l20" and
     "NVIDIA L20" all name "NVIDIA_L20"; "L20" does not name "NVIDIA_L20S".
     """
-    wanted = vllm_device_name(device).lower()
-    have = device_name.lower()
-    if is_interpreter(device):
-        return have == INTERPRETER_DEVICE_NAME.lower()
-    return wanted == have or f"nvidia_{wanted}" == have
+    wanted = vllm_device_name(INTERPRETER_DEVICE_NAME if is_interpreter(device) else device)
+    return device_name.lower() in (wanted.lower(), f"nvidia_{wanted.lower()}")
 
 
 class VisibleGpu(Protocol):
