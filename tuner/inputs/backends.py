@@ -27,11 +27,6 @@ from tuner.kernels.vllm_table import (
     capability_text,
 )
 
-# What vLLM 0.33.0 runs with, from its wheel's METADATA (`Requires-Dist: torch==2.14.0`) and
-# torch 2.14.0's wheel METADATA (`Requires-Dist: triton~=3.8.0`): the Triton its kernels, and
-# so the tuned files, are compiled with in the serving image.
-VLLM_TORCH_PIN = "==2.14.0"
-
 _LABELS = dict(FP8_BLOCK_KERNELS)
 
 # vLLM 0.33.0's --linear-backend values (`LinearBackend` in vllm/config/kernel.py); vLLM
