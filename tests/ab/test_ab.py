@@ -50,7 +50,7 @@ def test_runs_alternate_arms_block_by_block() -> None:
 
 
 def test_the_interval_is_students_t_on_the_blocks_log_ratios() -> None:
-    found = estimate("tok_s", True, [(100.0, 110.0), (100.0, 121.0)], min_effect=0.02)
+    found = estimate("tok_s", [(100.0, 110.0), (100.0, 121.0)], min_effect=0.02)
     mean, sd = 1.5 * math.log(1.1), math.log(1.1) / math.sqrt(2)
     half = 12.706204736 * sd / math.sqrt(2)  # t(0.975, 1 degree of freedom)
     assert found.ratio == pytest.approx(1.1**1.5)
@@ -60,18 +60,18 @@ def test_the_interval_is_students_t_on_the_blocks_log_ratios() -> None:
 
 
 @pytest.mark.parametrize(
-    ("candidate", "higher_is_better", "min_effect", "verdict"),
+    ("candidate", "metric", "min_effect", "verdict"),
     [
-        ((105, 106, 104, 105), True, 0.02, "faster"),
-        ((105, 106, 104, 105), False, 0.02, "slower"),
-        ((101, 101.2, 100.8, 101), True, 0.02, "within noise"),  # sure, but under 2%
-        ((101, 101.2, 100.8, 101), True, 0.005, "faster"),
-        ((90, 120, 95, 110), True, 0.02, "within noise"),  # the interval holds 1
+        ((105, 106, 104, 105), "out_tok_s", 0.02, "faster"),
+        ((105, 106, 104, 105), "ttft_ms", 0.02, "slower"),  # a latency: lower is better
+        ((101, 101.2, 100.8, 101), "out_tok_s", 0.02, "within noise"),  # sure, but under 2%
+        ((101, 101.2, 100.8, 101), "out_tok_s", 0.005, "faster"),
+        ((90, 120, 95, 110), "out_tok_s", 0.02, "within noise"),  # the interval holds 1
     ],
 )
-def test_verdicts(candidate, higher_is_better, min_effect, verdict) -> None:
+def test_verdicts(candidate, metric, min_effect, verdict) -> None:
     pairs = [(100.0, float(c)) for c in candidate]
-    assert estimate("m", higher_is_better, pairs, min_effect=min_effect).verdict == verdict
+    assert estimate(metric, pairs, min_effect=min_effect).verdict == verdict
 
 
 def test_the_client_gets_each_workloads_arguments(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from tuner.ab.arms import Arm, ArmError, Server, healthy, proof
 from tuner.ab.stats import CANDIDATE, Estimate, estimate, schedule
-from tuner.ab.workloads import ClientError, Load, Workload, client_argv, higher_is_better
+from tuner.ab.workloads import ClientError, Load, Workload, client_argv
 from tuner.core import AbRunRow
 
 # A warm-up run: this many prompts, seeds from here on (never a timed run's).
@@ -230,10 +230,7 @@ def verdicts(
             continue
         out[w.name] = [
             estimate(
-                m,
-                higher_is_better(m),
-                [(v["baseline"][m], v[CANDIDATE][m]) for v in blocks],
-                min_effect=min_effect,
+                m, [(v["baseline"][m], v[CANDIDATE][m]) for v in blocks], min_effect=min_effect
             )
             for m in w.metrics
         ]

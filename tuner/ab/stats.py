@@ -30,13 +30,18 @@ def schedule(blocks: int) -> list[tuple[int, str]]:
     return [(b, arm) for b in range(blocks) for arm in (ARMS if b % 2 == 0 else ARMS[::-1])]
 
 
+# A metric's unit is in its name: "_ms" latencies are better lower, "_tok_s" throughputs higher.
+def higher_is_better(metric: str) -> bool:
+    """Whether a larger value of `metric` is better (a throughput, not a latency)."""
+    return not metric.endswith("_ms")
+
+
 @dataclass(frozen=True)
 class Estimate:
     """One metric of one workload, over the blocks.
 
     Attributes:
         metric: its name ("ttft_ms", ...).
-        higher_is_better: its direction.
         baseline, candidate: each arm's median over its runs.
         ratio: candidate / baseline, the geometric mean of the blocks' ratios.
         low, high: the ratio's confidence interval.
@@ -46,7 +51,6 @@ class Estimate:
     """
 
     metric: str
-    higher_is_better: bool
     baseline: float
     candidate: float
     ratio: float
@@ -58,7 +62,6 @@ class Estimate:
 
 def estimate(
     metric: str,
-    higher_is_better: bool,
     pairs: Sequence[tuple[float, float]],
     *,
     min_effect: float,
@@ -71,7 +74,7 @@ def estimate(
     noise".
 
     Args:
-        metric, higher_is_better: the metric.
+        metric: its name, whose unit says its direction (`higher_is_better`).
         pairs: (baseline, candidate) value of each block, in block order; at least 2, all > 0.
         min_effect: the smallest relative change that counts, e.g. 0.02.
         confidence: of the interval.
@@ -85,7 +88,7 @@ def estimate(
     n, mean = len(logs), statistics.fmean(logs)
     half = float(stdtrit(n - 1, (1 + confidence) / 2)) * statistics.stdev(logs) / math.sqrt(n)
     # The candidate's gain as a log: > 0 is better whatever the metric's direction.
-    sign = 1 if higher_is_better else -1
+    sign = 1 if higher_is_better(metric) else -1
     gain_low, gain_high = sorted((sign * (mean - half), sign * (mean + half)))
     verdict = NOISE
     if gain_low > 0 and sign * mean >= math.log1p(min_effect):
@@ -96,7 +99,6 @@ def estimate(
     half_n = n // 2
     return Estimate(
         metric,
-        higher_is_better,
         baseline=statistics.median(base),
         candidate=statistics.median(c for _, c in pairs),
         ratio=math.exp(mean),

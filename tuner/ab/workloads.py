@@ -27,12 +27,6 @@ class ClientError(Exception):
     """A client run that did not finish every request, or whose result file is unreadable."""
 
 
-# A metric's unit is in its name: "_ms" latencies are better lower, "_tok_s" throughputs higher.
-def higher_is_better(metric: str) -> bool:
-    """Whether a larger value of `metric` is better (a throughput, not a latency)."""
-    return not metric.endswith("_ms")
-
-
 def metric_value(metric: str, result: Mapping[str, Any]) -> float:
     """One metric from a client result JSON. One request's decode rate is (output tokens - 1) /
     (last token time - first token time), the inverse of its TPOT; the median over requests of
