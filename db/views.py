@@ -16,7 +16,7 @@ leaves that part out. Each function is a fixed number of queries, none per task.
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -416,24 +416,27 @@ class SweepSummary(SweepProgress, SweepInfo):
     """One sweep with its task counts by state and trial counts."""
 
 
+def _count(*where: Any, trials: bool = False) -> Any:
+    """The count of the outer query's sweep's tasks (or their trials) where `where` holds."""
+    rows = select(func.count()).select_from(Trial).join(Task) if trials else select(func.count())
+    return rows.where(Task.sweep_id == Sweep.sweep_id, *where).scalar_subquery()
+
+
 def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepSummary]:
     """Every sweep (or only `sweep_id`) with task counts by state and trial counts, by id."""
-    only = [] if sweep_id is None else [Task.sweep_id == sweep_id]
-    tasks: dict[int, Counter[str]] = defaultdict(Counter)
-    states = select(Task.sweep_id, Task.state, func.count()).where(*only)
-    for row_id, state, count in session.execute(states.group_by(Task.sweep_id, Task.state)):
-        tasks[row_id][state] = count
-    counts = select(Task.sweep_id, func.count().filter(Trial.status == OK), func.count())
-    counts = counts.join_from(Trial, Task, Trial.task_id == Task.task_id).where(*only)
-    trials = {row_id: row for row_id, *row in session.execute(counts.group_by(Task.sweep_id))}
-    query = select(Sweep, Device.device_name).join(Device, Sweep.device_id == Device.device_id)
-    query = query.where(*([] if sweep_id is None else [Sweep.sweep_id == sweep_id]))
+    counts = {f"tasks_{state}": _count(Task.state == state) for state in TaskState}
+    counts["trials_ok"] = _count(Trial.status == OK, trials=True)
+    counts["trials_total"] = _count(trials=True)
+    query = select(Sweep, Device.device_name, *counts.values()).join(Device)
+    if sweep_id is not None:
+        query = query.where(Sweep.sweep_id == sweep_id)
     summaries = []
-    for sweep, name in session.execute(query.order_by(Sweep.sweep_id)):
-        ok, total = trials.get(sweep.sweep_id, (0, 0))
-        by_state = {f"tasks_{state}": tasks[sweep.sweep_id][state] for state in TaskState}
-        got = {"tasks_total": sum(by_state.values()), "trials_ok": ok, "trials_total": total}
-        summaries.append(take(SweepSummary, sweep, **sweep_params(sweep, name), **by_state, **got))
+    for sweep, name, *values in session.execute(query.order_by(Sweep.sweep_id)):
+        got = dict(zip(counts, values, strict=True))
+        total = sum(got[f"tasks_{state}"] for state in TaskState)
+        summaries.append(
+            take(SweepSummary, sweep, **sweep_params(sweep, name), **got, tasks_total=total)
+        )
     return summaries
 
 
@@ -605,22 +608,13 @@ def list_release_device_names(session: Session) -> list[str]:
     return _device_names(session, Release)
 
 
-@dataclass(frozen=True)
-class StoreCounts:
-    """Totals of the whole store: trials by status, tasks by state, sweeps, imports."""
-
-    trials: dict[str, int]
-    tasks: dict[str, int]
-    sweeps: int
-    imports: int
-
-
-def store_counts(session: Session) -> StoreCounts:
-    """Totals over the whole store (for /metrics): every status and state, zeros included."""
+def store_counts(session: Session) -> dict[str, Any]:
+    """Totals over the whole store (for /metrics): `trials` by status and `tasks` by state (every
+    status and state, zeros included), and the numbers of `sweeps` and `imports`."""
     trials = dict.fromkeys((status.value for status in TrialStatus), 0)
     trials.update(session.execute(select(Trial.status, func.count()).group_by(Trial.status)).all())
     tasks = dict.fromkeys(map(str, TaskState), 0)
     tasks.update(session.execute(select(Task.state, func.count()).group_by(Task.state)).all())
-    sweeps = session.scalar(select(func.count()).select_from(Sweep)) or 0
-    imports = session.scalar(select(func.count()).select_from(ImportedFile)) or 0
-    return StoreCounts(trials=trials, tasks=tasks, sweeps=sweeps, imports=imports)
+    sweeps = session.scalar(select(func.count()).select_from(Sweep))
+    imports = session.scalar(select(func.count()).select_from(ImportedFile))
+    return {"trials": trials, "tasks": tasks, "sweeps": sweeps, "imports": imports}
