@@ -327,15 +327,15 @@ class ShapeCoverage:
     sweep, `models` those sweeps' models, `m_stale` (with a provenance filter) the M whose ok
     trials and decisions all come from other kernel or Triton versions. All sorted."""
 
+    family: str
+    shape_params: str
     N: int
     K: int
     block_shape: tuple[int, int] | None
     m_requested: tuple[int, ...]
     m_done: tuple[int, ...]
     models: tuple[str, ...]
-    family: str
     m_stale: tuple[int, ...] = ()
-    shape_params: str = ""
 
 
 def _has_result(environments: list[int] | None) -> Any:
@@ -370,31 +370,24 @@ def shape_coverage(
     """
     environments = matching_environments(session, kernel_hash, triton_minor)
     query = select(*KEY, Task.state, Sweep.model, _has_result(environments), _has_result(None))
-    requested, done, current, measured = (defaultdict[tuple, set[int]](set) for _ in range(4))
-    models: dict[tuple, set[str]] = defaultdict(set)
-    for row in session.execute(_on_device(query.select_from(Task), device_name, out_dtype)):
-        shape, (m, state, model, matching, any_result) = tuple(row[:6]), row[6:]
-        requested[shape].add(m)
-        models[shape].add(model)
+    found: dict[tuple, dict[str, set]] = defaultdict(lambda: defaultdict(set))
+    for *shape, m, state, model, matching, any_result in session.execute(
+        _on_device(query.select_from(Task), device_name, out_dtype)
+    ):
+        got = found[tuple(shape)]
+        got["m_requested"].add(m)
+        got["models"].add(model)
         if state == TaskState.DONE and (matching or environments is None):
-            done[shape].add(m)
-        if matching or any_result:
-            (current if matching else measured)[shape].add(m)
-    stale = {s: measured[s] - current[s] for s in requested} if environments is not None else {}
+            got["m_done"].add(m)
+        if environments is not None and (matching or any_result):
+            got["current" if matching else "measured"].add(m)
     return [
         ShapeCoverage(
-            family=family,
-            shape_params=params,
-            N=n,
-            K=k,
-            block_shape=block_shape_of(block_n, block_k),
-            m_requested=tuple(sorted(requested[shape])),
-            m_done=tuple(sorted(done[shape])),
-            models=tuple(sorted(models[shape])),
-            m_stale=tuple(sorted(stale.get(shape, ()))),
+            *(family, params, n, k, block_shape_of(block_n, block_k)),
+            **{name: tuple(sorted(got[name])) for name in ("m_requested", "m_done", "models")},
+            m_stale=tuple(sorted(got["measured"] - got["current"])),
         )
-        for shape in sorted(requested)
-        for family, params, n, k, block_n, block_k in [shape]
+        for (family, params, n, k, block_n, block_k), got in sorted(found.items())
     ]
 
 
