@@ -9,10 +9,14 @@ The chart is plain SVG drawn on the server (no script): log scales on both axes,
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from html import escape
 
-from api.templates import PAGES
+from jinja2 import Environment, PackageLoader
+from markupsafe import Markup
+
 from db import repo
 from tuner.core import REQUIRED_M, VLLM_M_GRID, ComparisonStatus
 from tuner.files.device import DeviceView, Scope
@@ -28,7 +32,17 @@ SHAPE_HEADS = (
     "l:decision"
 ).split("|")
 ENV_COLUMNS = "gpu_name compute_capability driver cuda torch triton vllm kernel_source tuner"
-WIDTH, HEIGHT, PAD = 540, 300, 40  # the chart's size and the frame's distance from its edge
+WIDTH, HEIGHT, PAD = 540, 300, 40
+# The service's pages (api/templates, autoescaped): the index and the report.
+PAGES = Environment(loader=PackageLoader("api"), autoescape=True, trim_blocks=True)
+
+
+def _code(text: str) -> Markup:
+    """The facts are written for plain text: their `code` spans become <code> in a page."""
+    return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(text, quote=False)))
+
+
+PAGES.filters["code"] = _code  # the chart's size and the frame's distance from its edge
 
 
 @dataclass(frozen=True)
