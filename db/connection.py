@@ -18,7 +18,7 @@ import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -289,11 +289,9 @@ def store_timeout_s() -> float:
         ValueError: the variable is set but not a positive number.
     """
     raw = os.environ.get(STORE_TIMEOUT_ENV, "").strip() or "180"
-    try:
+    with suppress(ValueError):
         if float(raw) > 0:
             return float(raw)
-    except ValueError:
-        pass
     raise ValueError(f"{STORE_TIMEOUT_ENV}={raw!r} is not a positive number of seconds")
 
 
@@ -305,13 +303,12 @@ def is_transient(exc: BaseException) -> bool:
         return True
     if not isinstance(exc, DBAPIError):
         return False
-    orig = exc.orig
-    if (type(orig).__module__ or "").startswith("sqlite3"):
-        text = str(orig).lower()
-        return type(orig).__name__ == "OperationalError" and any(
+    if isinstance(exc.orig, sqlite3.Error):
+        text = str(exc.orig).lower()
+        return isinstance(exc.orig, sqlite3.OperationalError) and any(
             known in text for known in _SQLITE_TRANSIENT
         )
-    return any(cls.__name__ in _PG_TRANSIENT for cls in type(orig).__mro__)
+    return any(cls.__name__ in _PG_TRANSIENT for cls in type(exc.orig).__mro__)
 
 
 def describe_store_error(exc: BaseException, url: str, *, waited_s: float | None = None) -> str:
