@@ -384,7 +384,9 @@ def shape_coverage(
     return [
         ShapeCoverage(
             *(family, params, n, k, block_shape_of(block_n, block_k)),
-            **{name: tuple(sorted(got[name])) for name in ("m_requested", "m_done", "models")},
+            m_requested=tuple(sorted(got["m_requested"])),
+            m_done=tuple(sorted(got["m_done"])),
+            models=tuple(sorted(got["models"])),
             m_stale=tuple(sorted(got["measured"] - got["current"])),
         )
         for (family, params, n, k, block_n, block_k), got in sorted(found.items())
