@@ -17,6 +17,7 @@ from html import escape
 from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 
+import tuner
 from db import repo
 from tuner.core import REQUIRED_M, VLLM_M_GRID, ComparisonStatus
 from tuner.files.device import DeviceView, Scope
@@ -262,7 +263,6 @@ def render_report(
     shapes: Sequence[ShapeReport],
     environments: Sequence[Mapping[str, object]],
     *,
-    version: str,
     out_dtype: str | None,
     scope: Scope | None = None,
     compute_capability: str | None = None,
@@ -284,7 +284,7 @@ def render_report(
     facts = backend_lines(compute_capability)
     return PAGES.get_template("report.html").render(
         device=device_name,
-        version=version,
+        version=tuner.__version__,
         out_dtype=out_dtype,
         cpu=cpu,
         imported_only=imported_only,

@@ -107,25 +107,6 @@ def _pragmas(dbapi_connection: Any, read_only: bool) -> None:
     execute("PRAGMA foreign_keys=ON")
 
 
-def read_only_url(path: str | Path) -> str | None:
-    """The URL that opens an existing SQLite store for reading only, when this process cannot
-    write the file or its folder; None when it can (open it as usual).
-
-    A file that is not writable is opened `mode=ro`; a folder that is not writable (SQLite
-    could not create the `-wal` and `-shm` files there) `immutable=1`, which is safe only while
-    no `-wal` file holds commits: with one, `mode=ro` (SQLite reads a WAL store read-only when
-    its `-wal` and `-shm` exist; https://www.sqlite.org/wal.html#readonly).
-    """
-    file = Path(path).expanduser().resolve()
-    folder_ok = os.access(file.parent, os.W_OK)
-    if os.access(file, os.W_OK) and folder_ok:
-        return None
-    wal = file.with_name(file.name + "-wal")
-    has_wal = wal.exists() and wal.stat().st_size > 0
-    mode = "immutable=1" if not folder_ok and not has_wal else "mode=ro"
-    return f"sqlite:///file:{file}?{mode}&uri=true"
-
-
 def _is_read_only(parsed: URL) -> bool:
     query = parsed.query
     return parsed.get_backend_name() == "sqlite" and (
@@ -232,7 +213,7 @@ def open_store(
     url: str | None = None, *, pool_size: int | None = None, pool_timeout: float | None = None
 ) -> Engine:
     """Open a store (`url` None: `default_db_url()`; the pool as `connect`'s), creating its
-    schema when the database is empty. A read-only SQLite URL (`read_only_url`) is only
+    schema when the database is empty. A read-only SQLite URL (`mode=ro`, `immutable=1`) is only
     checked, never migrated or created.
 
     Raises:

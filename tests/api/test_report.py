@@ -138,9 +138,7 @@ KEY = FamilyShape("dense", Shape(7168, 2048, (128, 128)))
 
 
 def render(shapes, device="NVIDIA_H200", environments=(), **kwargs) -> str:
-    return render_report(
-        device, shapes, environments, version="0.1.0", out_dtype="bfloat16", **kwargs
-    )
+    return render_report(device, shapes, environments, out_dtype="bfloat16", **kwargs)
 
 
 def test_decided_rows_the_interpreter_and_the_versions_table() -> None:
