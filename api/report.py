@@ -219,10 +219,9 @@ def _cells(r: ReportRow, out_dtype: str, cpu: bool, key: FamilyShape) -> list[st
     its rates say nothing of a GPU's), what the file holds, spread and decision."""
     config = r.config or {}
     short = KernelConfig.from_dict(config).short() if "num_stages" in config else "-"
-    us = r.latency_us
     f = None
-    if not cpu and us is not None and 0 < us < math.inf:
-        f = shape_roofline(key, r.M, us, out_dtype=out_dtype)
+    if not cpu and r.latency_us is not None and 0 < r.latency_us < math.inf:
+        f = shape_roofline(key, r.M, r.latency_us, out_dtype=out_dtype)
     rates = [_num(f.gbps), _num(f.tflops, 2)] if f else ["-", "-"]
     times = [_num(r.latency_us), _num(r.default_latency_us), _num(r.speedup, 2, unit="x")]
     return [str(r.M), short, *times, *rates, _emitted(r), _num(r.spread_us, 2), _decision(r)]
