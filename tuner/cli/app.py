@@ -79,7 +79,3 @@ db_app.command("backup")(db_admin.db_backup)
 def main() -> None:
     """Console-script entry point: a store fault or Ctrl-C is one line (tuner.cli.guard)."""
     run_guarded(app)
-
-
-if __name__ == "__main__":
-    main()
