@@ -188,7 +188,7 @@ def _chart(shape: ShapeReport) -> dict | None:
     y_lo, y_hi = min(ys) / 1.25, max(ys) * 1.25
     lines = {
         name: [
-            (_scale(x, x_lo, x_hi, WIDTH), HEIGHT - _scale(y, y_lo, y_hi, HEIGHT), x, y)
+            (_scale(x, x_lo, x_hi, WIDTH), round(HEIGHT - _scale(y, y_lo, y_hi, HEIGHT), 1), x, y)
             for x, y in points
         ]
         for name, points in series.items()
