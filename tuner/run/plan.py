@@ -193,10 +193,6 @@ def model_requests(model_shapes, **common) -> list[tuple[SweepRequest, str]]:
 # report (about 37 s a trial for qwen3.8-27b at M=1) and the README's `tiny` sweep.
 INTERPRETER_TRIAL_S = 0.7
 INTERPRETER_S_PER_WORK = 0.1 / (512 * 1024)
-# Seconds one config may take before its worker is killed (--trial-timeout), per runner;
-# TRIAL_TIMEOUT_S_GPU for a GPU.
-TRIAL_TIMEOUT_S = {"interpreter": 1800.0, "replay": 60.0}
-TRIAL_TIMEOUT_S_GPU = 300.0
 
 
 def default_trial_s(runner_name: str, N: int, K: int, M: int, reps: int = 3) -> float:
