@@ -219,10 +219,10 @@ def test_a_trial_is_recorded_only_by_the_worker_holding_its_task(engine: Engine)
         assert repo.end_trial(session, task_id=task.task_id, worker_id="w1")
     again = _claim(engine, "w2", T0 + timedelta(seconds=61))  # w1's lease ran out
     assert again is not None and again.task_id == task.task_id
-    with engine.begin() as connection:
-        assert not repo.record_trial(connection, worker_id="w1", status="ok", **held)
-        assert repo.record_trial(connection, worker_id="w2", status="ok", latency_us=5.0, **held)
-        assert repo.record_trial(connection, worker_id="w2", status="timeout", **held)
+    with session_scope(engine) as session:
+        assert not repo.record_trial(session, worker_id="w1", status="ok", **held)
+        assert repo.record_trial(session, worker_id="w2", status="ok", latency_us=5.0, **held)
+        assert repo.record_trial(session, worker_id="w2", status="timeout", **held)
     with session_scope(engine) as session:
         assert not repo.end_trial(session, task_id=task.task_id, worker_id="w1")
         assert not decide(session, task.task_id, env, [retime(C1, 5.0)], decision(C1, 5.0), "w1")

@@ -13,8 +13,7 @@ from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure.landscape import load_landscape
 from tuner.measure.trial import TrialResult
 from tuner.search import guided
-from tuner.search.axes import neighbours, space_axes
-from tuner.search.base import BudgetedEvaluate, best
+from tuner.search.base import BudgetedEvaluate, best, neighbours, space_axes
 from tuner.search.guided import CATEGORICAL, GuidedStrategy, RidgeGuide, encoded, fit_prior
 
 SPACE = vllm_space()
@@ -171,7 +170,7 @@ def test_the_guide_proposes_the_optimum_of_an_additive_landscape_then_polishes_n
 
 def test_the_prior_ranks_the_landscape_of_related_tasks_at_other_scales():
     rng = random.Random(0)
-    x, _ = encoded(tuple(SPACE), AXES)
+    x = encoded(tuple(SPACE), AXES)
     timed = [[(c, additive_us(c, scale)) for c in rng.sample(SPACE, 300)] for scale in (1.0, 5.0)]
     prior = fit_prior(SPACE, x, timed)
     assert prior is not None and min(prior, key=prior.__getitem__) == ADDITIVE_OPTIMUM
@@ -190,7 +189,7 @@ def test_the_prior_ranks_the_landscape_of_related_tasks_at_other_scales():
 def test_guided_steps_first_to_the_neighbour_the_related_tasks_predict_fastest():
     rng = random.Random(4)
     earlier = [[(c, additive_us(c, scale)) for c in rng.sample(SPACE, 128)] for scale in (1, 2)]
-    prior = fit_prior(SPACE, encoded(tuple(SPACE), AXES)[0], earlier)
+    prior = fit_prior(SPACE, encoded(tuple(SPACE), AXES), earlier)
     expected = min(
         (c for c in neighbours(DEFAULT, AXES, categorical=CATEGORICAL) if c in SPACE),
         key=prior.__getitem__,
