@@ -11,7 +11,7 @@ its recorded timings (no GPU); quality = optimum latency_us / best latency_us fo
   restriction that admits the configs the landscape recorded as ok, so configs that cannot
   launch are outside Kernel Tuner's search space (they cost nothing, as for `guided`);
 - `optuna:<name>`: optuna's TPE, CMA-ES and GP samplers on the integer coordinates of
-  `tuner.search.base` (each value's index on its axis), pruned configs told as failed and
+  `tuner.search.axes` (each value's index on its axis), pruned configs told as failed and
   not counted;
 - `random`: distinct configs in a seeded random order, pruned ones not counted.
 
@@ -52,18 +52,11 @@ from tuner.kernels.config import KernelConfig  # noqa: E402
 from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
 from tuner.measure.landscape import Landscape, load_landscape  # noqa: E402
 from tuner.measure.trial import TrialResult  # noqa: E402
-from tuner.search.base import (  # noqa: E402  # noqa: E402
-    PRUNED,
-    BudgetedEvaluate,
-    Evaluate,
-    History,
-    best,
-    related,
-    space_axes,  # noqa: E402
-    warm_start_for_task,
-)
+from tuner.search.axes import space_axes  # noqa: E402
+from tuner.search.base import PRUNED, BudgetedEvaluate, Evaluate, History, best  # noqa: E402
 from tuner.search.optuna_tpe import param_name  # noqa: E402
 from tuner.search.registry import STRATEGIES, get_strategy  # noqa: E402
+from tuner.search.warm_start import related, warm_start_for_task  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

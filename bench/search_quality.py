@@ -8,7 +8,7 @@ For every (N, K, M) of a landscape, each strategy searches vLLM's space through 
 optimum). Two warm-start modes: "default" gives a task only vLLM's default config; "sweep"
 replays a sweep's order (shapes sorted, M ascending, one worker) and gives each task the
 default plus the winners its strategy found for earlier tasks (`warm_start_for_task`), and
-the ok trials of the nearest related ones (`tuner.search.base.related`), which `guided` learns
+the ok trials of the nearest related ones (`tuner.search.warm_start.related`), which `guided` learns
 from.
 Writes bench/results/search_quality_<date>.json with device, versions, date, landscape hash.
 """
@@ -32,12 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
 from tuner.measure.landscape import Landscape, load_landscape  # noqa: E402
-from tuner.search.base import (  # noqa: E402
-    best,  # noqa: E402
-    related,
-    warm_start_for_task,
-)
+from tuner.search.base import best  # noqa: E402
 from tuner.search.registry import STRATEGIES, get_strategy  # noqa: E402
+from tuner.search.warm_start import related, warm_start_for_task  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 LANDSCAPE = HERE / "landscapes" / "synthetic_sm90.json"  # recorded (or SYNTHETIC) timings

@@ -129,8 +129,8 @@ def without_store(landscape_path: Path, strategy: str, trials: int) -> dict:
     from tuner.kernels.dense.space import default_config, vllm_space
     from tuner.measure.noise import decide_winner, retime_interleaved, select_for_retime
     from tuner.run.worker import task_seed
-    from tuner.search.base import warm_start_for_task
     from tuner.search.registry import get_strategy
+    from tuner.search.warm_start import warm_start_for_task
 
     start = time.process_time()
     landscape = load_landscape(landscape_path)

@@ -43,9 +43,9 @@ from tuner.measure.noise import RETIME_ROUNDS, decide_winner, retime_interleaved
 from tuner.measure.runner import Problem
 from tuner.measure.trial import TrialResult
 from tuner.run.plan import trial_cap
-from tuner.search.base import related as related_timings
-from tuner.search.base import warm_start_for_task
 from tuner.search.registry import get_strategy
+from tuner.search.warm_start import related as related_timings
+from tuner.search.warm_start import warm_start_for_task
 
 if TYPE_CHECKING:
     from tuner.measure.runners import ProblemRunner, Runner

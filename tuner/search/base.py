@@ -1,20 +1,13 @@
 """The strategy interface (search a config space through an `evaluate` callable, within a
-budget), the bookkeeping every strategy shares (distinct configs of the space only, within
-the budget), the axes of a config space as ordered values (a value's coordinate is its index)
-with the neighbours of a config along them, and what a task starts from and learns from (pure:
-the caller reads the store): its warm starts, vLLM's default then winners of neighbouring M of
-the same shape and of the same M on other shapes of the device, and the ok trials of the
-nearest of those tasks (`related`)."""
+budget) and the bookkeeping every strategy shares: distinct configs of the space only, within
+the budget."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from itertools import combinations
-from typing import ClassVar, Protocol, TypeVar
+from collections.abc import Callable, Sequence
+from typing import ClassVar, Protocol
 
-from tuner.core import CONFIG_KEYS, TrialStatus
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.measure.trial import TrialResult
 
@@ -125,125 +118,3 @@ class BudgetedEvaluate:
         """Measure the warm-start configs of the space first, in order, within the budget."""
         for config in dict.fromkeys(configs):
             self(config)
-
-
-@dataclass(frozen=True)
-class Axis:
-    """One config key and its values in the space, ascending. A value's coordinate is its
-    index: block sizes and warps are consecutive powers of two, so their index steps are
-    doublings; num_stages counts; GROUP_SIZE_M (1, 16, 32, 64) is ordered, not spaced."""
-
-    key: str
-    values: tuple[int, ...]
-
-
-def space_axes(space: Sequence[KernelConfig]) -> tuple[Axis, ...]:
-    """The six axes of a space, in vLLM's key order.
-
-    Raises:
-        ValueError: the space is empty.
-    """
-    if not space:
-        raise ValueError("the config space is empty")
-    return tuple(
-        Axis(key, tuple(sorted({getattr(config, key) for config in space}))) for key in CONFIG_KEYS
-    )
-
-
-def neighbours(
-    config: KernelConfig,
-    axes: Sequence[Axis],
-    *,
-    pairs: bool = False,
-    categorical: frozenset[str] = frozenset(),
-) -> Iterator[KernelConfig]:
-    """Configs one step away along one axis (the next value up or down in the axis's sorted
-    values: on a log2 axis, half or double), then with `pairs` one step along each of two axes
-    at once, in a fixed order. A step along a `categorical` axis (unordered values) goes to any
-    other value. They may lie outside the space (one that is not a full product of its axes)."""
-    values = config.as_dict()
-    targets = []  # per axis, the indices of the values one step away
-    for axis in axes:
-        at = axis.values.index(values[axis.key])
-        near = range(len(axis.values)) if axis.key in categorical else (at - 1, at + 1)
-        targets.append([i for i in near if i != at and 0 <= i < len(axis.values)])
-    for axis, indices in zip(axes, targets, strict=True):
-        for i in indices:
-            yield KernelConfig(**{**values, axis.key: axis.values[i]})
-    if pairs:
-        for (a, first), (b, second) in combinations(zip(axes, targets, strict=True), 2):
-            for i in first:
-                for j in second:
-                    yield KernelConfig(**{**values, a.key: a.values[i], b.key: b.values[j]})
-
-
-# How many winners of each kind a task starts from (more leaves less budget to the search).
-MAX_NEIGHBOURS = 2
-MAX_SAME_M_OTHERS = 2
-# How many related tasks of each kind a task learns from. Tried 1/0, 1/1, 2/2 and every earlier
-# task of either kind; 1/1 left the fewest (problem, seed) pairs below 0.97 at 32 trials and
-# about as few as 2/2 at 16 and 64 (bench/README.md).
-RELATED_NEIGHBOURS = 1
-RELATED_SAME_M_OTHERS = 1
-
-_Task = TypeVar("_Task", bound=tuple)
-
-
-def warm_start_for_task(
-    winners: Iterable[tuple[int, int, int, KernelConfig]],
-    *,
-    N: int,
-    K: int,
-    M: int,
-    default: KernelConfig,
-) -> list[KernelConfig]:
-    """A task's warm starts, distinct: `default` (vLLM's default config), then the winners of
-    MAX_NEIGHBOURS tasks of the same (N, K) at other M, nearest in log2(M) first (ties: the
-    smaller M), then of MAX_SAME_M_OTHERS tasks of other (N, K) at exactly this M, in (N, K)
-    order.
-
-    Args:
-        winners: (N, K, M, config) of finished tasks of the device (same block_shape and
-            out_dtype), e.g. from `db.repo.task_winners`.
-        N, K, M: the task's.
-    """
-    near, others = related_tasks(winners, N=N, K=K, M=M)
-    nearest = list(dict.fromkeys(config for *_, config in near))[:MAX_NEIGHBOURS]
-    same_m = list(dict.fromkeys(config for *_, config in others))[:MAX_SAME_M_OTHERS]
-    return list(dict.fromkeys([default, *nearest, *same_m]))
-
-
-def related(
-    task: tuple[int, int, int], timings: Mapping[tuple[int, int, int], TaskTimings]
-) -> list[TaskTimings]:
-    """The timings a task (N, K, M) learns from: the nearest of the tasks its warm starts come
-    from, RELATED_NEIGHBOURS of the same (N, K) and RELATED_SAME_M_OTHERS of the same M. Only
-    the nearest: the fastest tiles change with M, and more tasks made the prior worse.
-
-    Args:
-        task: (N, K, M) of the task.
-        timings: ok trials of the device's earlier tasks, by (N, K, M).
-    """
-    near, others = related_tasks(sorted(timings), N=task[0], K=task[1], M=task[2])
-    chosen = near[:RELATED_NEIGHBOURS] + others[:RELATED_SAME_M_OTHERS]
-    return [timings[key] for key in chosen]
-
-
-def related_tasks(
-    tasks: Iterable[_Task], *, N: int, K: int, M: int
-) -> tuple[list[_Task], list[_Task]]:
-    """The tasks (tuples that begin with (N, K, M)) a task of (N, K, M) takes its warm starts
-    from and learns from, nearest first: (the same (N, K) at another M, nearest in log2(M)
-    first, ties to the smaller M; another (N, K) at this M, in (N, K) order); ties keep the
-    order of `tasks`."""
-    near: list[_Task] = []
-    others: list[_Task] = []
-    for task in tasks:
-        n, k, m = task[:3]
-        if (n, k) == (N, K) and m != M:
-            near.append(task)
-        elif (n, k) != (N, K) and m == M:
-            others.append(task)
-    near.sort(key=lambda task: (abs(math.log2(task[2]) - math.log2(M)), task[2]))
-    others.sort(key=lambda task: task[:2])
-    return near, others

@@ -22,17 +22,8 @@ from threadpoolctl import threadpool_limits
 
 from tuner.kernels.config import KernelConfig
 from tuner.measure.trial import TrialResult
-from tuner.search.base import (
-    PRUNED,
-    Axis,
-    BudgetedEvaluate,
-    Evaluate,
-    History,
-    Strategy,
-    TaskTimings,
-    neighbours,
-    space_axes,
-)
+from tuner.search.axes import Axis, neighbours, space_axes
+from tuner.search.base import PRUNED, BudgetedEvaluate, Evaluate, History, Strategy, TaskTimings
 
 # Ridge penalty on the feature weights (0/1 features, target log(latency_us)), the guide's and
 # the prior's. Tried 0.3, 1, 3.

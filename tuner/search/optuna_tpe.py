@@ -9,7 +9,8 @@ from collections.abc import Sequence
 import optuna
 
 from tuner.kernels.config import KernelConfig
-from tuner.search.base import Axis, BudgetedEvaluate, Evaluate, History, Strategy, space_axes
+from tuner.search.axes import Axis, space_axes
+from tuner.search.base import BudgetedEvaluate, Evaluate, History, Strategy
 
 # Asks per distinct config before giving up on a small or mostly-visited space.
 MAX_ASKS_PER_TRIAL = 20

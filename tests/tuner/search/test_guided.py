@@ -13,7 +13,8 @@ from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure.landscape import load_landscape
 from tuner.measure.trial import TrialResult
 from tuner.search import guided
-from tuner.search.base import BudgetedEvaluate, best, neighbours, space_axes
+from tuner.search.axes import neighbours, space_axes
+from tuner.search.base import BudgetedEvaluate, best
 from tuner.search.guided import CATEGORICAL, GuidedStrategy, RidgeGuide, encoded, fit_prior
 
 SPACE = vllm_space()

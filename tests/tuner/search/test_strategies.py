@@ -10,8 +10,10 @@ from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure.trial import TrialResult
-from tuner.search.base import best, neighbours, related, space_axes, warm_start_for_task
+from tuner.search.axes import neighbours, space_axes
+from tuner.search.base import best
 from tuner.search.registry import STRATEGIES, get_strategy
+from tuner.search.warm_start import related, warm_start_for_task
 
 SPACE = vllm_space()
 DEFAULT = default_config()  # 64x128x128 g32 w4 s2
