@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from db.repo import create_sweep, session_scope, stored_trials, sweep_key, trial_times
+from db import repo
 from tuner.cli.arguments import DEFAULT_M, load_configs, parse_m_values
 from tuner.cli.devices import resolve_kernel_choice, resolve_runner
 from tuner.cli.errors import fail
@@ -37,7 +37,7 @@ from tuner.core import REQUIRED_M, OutDtype
 from tuner.inputs.shapes import UnknownModelError, load_shapes
 from tuner.run.plan import model_requests, plan_lines, space_name
 from tuner.run.supervisor import interrupted, interrupted_exit
-from tuner.run.sweep import commonest_failure, run_workers, supervisor, unfinished_in_scope
+from tuner.run.sweep import commonest_failure, run_workers, supervisor
 from tuner.search.registry import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 # `tuner sweep --strategy`: its type is built with the command (`strategy_names`), so a
@@ -133,10 +133,10 @@ def _plan(requests: list, db: str | None, runner_name: str, workers: int, reps: 
     _, store = existing_store(db)
     history, stored = [], [0] * len(requests)
     if store is not None:
-        with session_scope(store) as session:
-            history = trial_times(session, device_name=requests[0][0].device_name)
+        with repo.session_scope(store) as session:
+            history = repo.trial_times(session, device_name=requests[0][0].device_name)
             stored = [
-                stored_trials(session, sweep_key=sweep_key(request.sweep_spec()))
+                repo.stored_trials(session, sweep_key=repo.sweep_key(request.sweep_spec()))
                 for request, _ in requests
             ]
         store.dispose()
@@ -154,8 +154,8 @@ def _plan_and_run(store, url: str, request, what: str, runner, visible, trial_ti
     """Create or find one sweep and run it with one worker per `visible` GPU, printing its
     summary, or with `visible` None only say how workers on other hosts join it. Exit 1 if
     tasks are left or no trial came out ok, 130 on Ctrl-C, 143 on SIGTERM."""
-    with session_scope(store) as session:
-        info, created = create_sweep(session, request.sweep_spec())
+    with repo.session_scope(store) as session:
+        info, created = repo.create_sweep(session, request.sweep_spec())
     sweep_id = info.sweep_id
     workers = "no run" if visible is None else f"{len(visible)} worker(s)"
     plain(
@@ -244,10 +244,20 @@ def worker(
 
 
 def _unfinished(store, url: str, scope: dict[str, Any]) -> int:
-    """`unfinished_in_scope` of `tuner worker`; what it refuses exits 2 with one line."""
-    try:
-        return unfinished_in_scope(store, **scope)
-    except LookupError:
-        raise fail(f"no sweep {scope['sweep_id']} in store {masked(url)}") from None
-    except ValueError as exc:
-        raise fail(str(exc)) from None
+    """The unfinished tasks a worker with this `scope` (sweep_id, device_name, space) would
+    claim (`tuner worker`); a sweep that is not in the store, or is on another device or over
+    another config space, exits 2 with one line."""
+    sweep_id, device_name, space = scope["sweep_id"], scope["device_name"], scope["space"]
+    with repo.session_scope(store) as session:
+        info = None if sweep_id is None else repo.get_sweep(session, sweep_id=sweep_id)
+        unfinished = repo.unfinished_tasks(session, **scope)
+    if sweep_id is not None and info is None:
+        raise fail(f"no sweep {sweep_id} in store {masked(url)}")
+    if info is not None and info.device_name != device_name:
+        raise fail(f"sweep {sweep_id} is for {info.device_name}, not {device_name}")
+    if info is not None and info.space != space:
+        raise fail(
+            f"sweep {sweep_id} searches config space {info.space}, this worker {space}: pass "
+            "the --configs/--replay file and --kernel the sweep was made with"
+        )
+    return unfinished

@@ -203,38 +203,3 @@ def summary_lines(sweep_id: int, before, now, workers: Supervisor, wall_s: float
 def _some(counts: list[tuple[int, str]]) -> str:
     """ ", 2 crashed, 1 timed out": the counts that are not 0."""
     return "".join(f", {n} {what}" for n, what in counts if n)
-
-
-def unfinished_in_scope(store, *, sweep_id: int | None, device_name: str, space: str) -> int:
-    """The unfinished tasks a worker with this scope would claim (`tuner worker`).
-
-    Args:
-        store: the store (its Engine).
-        sweep_id: only this sweep's tasks; None for every sweep on the device.
-        device_name: vLLM's device key of the worker's GPUs.
-        space: the worker's config space (`tuner.run.plan.space_name`).
-
-    Returns:
-        Pending and running tasks in scope.
-
-    Raises:
-        LookupError: `sweep_id` names no sweep.
-        ValueError: the sweep is on another device or over another config space (one line).
-    """
-
-    with session_scope(store) as session:
-        if sweep_id is not None:
-            info = repo.get_sweep(session, sweep_id=sweep_id)
-            if info is None:
-                raise LookupError(sweep_id)
-            if info.device_name != device_name:
-                raise ValueError(f"sweep {sweep_id} is for {info.device_name}, not {device_name}")
-            if info.space != space:
-                raise ValueError(
-                    f"sweep {sweep_id} searches config space {info.space}, this "
-                    f"worker {space}: pass the --configs/--replay file and "
-                    "--kernel the sweep was made with"
-                )
-        return repo.unfinished_tasks(
-            session, sweep_id=sweep_id, device_name=device_name, space=space
-        )
