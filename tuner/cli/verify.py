@@ -180,7 +180,6 @@ class _Verify:
             self.url,
             request,
             what,
-            no_run=False,
             runner=self.runner,
             visible=self.visible,
         )

@@ -1,10 +1,12 @@
 """Compile-for-target pruning and the precompiler: real compiles for sm89 and sm90, no GPU."""
 
+import multiprocessing as mp
+
 import pytest
 
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.space import default_config, specialization_key, vllm_space
+from tuner.kernels.dense.space import default_config, specialization_key
 from tuner.kernels.gpus import MAX_SHARED_BYTES
 from tuner.kernels.shape import Shape
 from tuner.measure import launch_check
@@ -17,7 +19,8 @@ from tuner.measure.compile import (
 )
 from tuner.measure.runner import Problem
 from tuner.measure.trial import TrialResult
-from tuner.run.compile_gate import CompileGate, likely_next
+from tuner.run import worker
+from tuner.run.worker import CompileAhead, WorkerShared
 
 triton = pytest.importorskip("triton")
 if "nvidia" not in triton.backends.backends:
@@ -130,33 +133,20 @@ SMALL_CONFIGS = [
 SMALL = Problem(33, 512, 256, (128, 128), "float16")
 
 
-def test_the_gate_compiles_ahead_lets_a_config_jump_the_queue_and_rejects_before_launch(pool):
-    """Real sm89 compiles: `first` goes to the pool at once, a config asked before it jumps the
-    compiles still waiting, MID is pruned, a new incumbent sends its neighbours."""
-    space, s0 = vllm_space(), SMALL_CONFIGS[0]
-    gate = CompileGate(pool[0], arch=89, problem=SMALL, space=space, first=SMALL_CONFIGS, ahead=3)
-    rejected = gate.before(MID)  # 4 stages of 32 KiB in flight: over sm89's 99 KiB
+def test_compile_ahead_sends_the_first_configs_and_rejects_before_launch(pool, monkeypatch):
+    """Real sm89 compiles: the first configs go to the pool at once, a config asked before
+    them jumps the compiles still waiting, MID is pruned."""
+    monkeypatch.setattr(worker, "compile_pool", lambda workers: pool[0])
+    compiler = CompileAhead(2, 89, WorkerShared(mp.get_context("spawn")))
+    compiler.start(SMALL, SMALL_CONFIGS)
+    rejected = compiler.check(MID)  # 4 stages of 32 KiB in flight: over sm89's 99 KiB
     assert rejected.status is TrialStatus.OUT_OF_RESOURCES and rejected.latency_us is None
     assert rejected.error.endswith("bytes per block on sm89")
-    assert set(gate.futures) == {*SMALL_CONFIGS, MID}
-    gate.after(s0, TrialResult(TrialStatus.OK, 5.0))  # a new incumbent: compile ahead
-    gate.after(MID, rejected)  # not ok: nothing sent
-    ahead = [c for c in likely_next(s0, space)[:3] if c not in SMALL_CONFIGS]
-    assert len(ahead) == 1  # two of s0's three nearest were sent already
-    assert list(gate.futures)[-1] == ahead[0] and len(gate.futures) == 6
-    assert [gate.before(c) for c in [*SMALL_CONFIGS, *ahead]] == [None] * 5
-    infos = [gate.futures[c].result() for c in [*SMALL_CONFIGS, *ahead]]
+    assert [compiler.check(c) for c in SMALL_CONFIGS] == [None] * 4
+    infos = [compiler.futures[c].result() for c in SMALL_CONFIGS]
     assert infos[0].specialization.startswith("M=any,")
     assert all(i.error is None and i.shared_bytes > 0 for i in infos)
-    assert gate.compile_s > 0
-
-
-def test_likely_next_is_the_neighbourhood():
-    nearby = likely_next(DEFAULT, vllm_space())
-    assert nearby[:12] and all(c in set(vllm_space()) for c in nearby)
-    assert KernelConfig(32, 128, 128, 32, 4, 2) in nearby[:12]  # half the BLOCK_SIZE_M
-    assert KernelConfig(64, 128, 128, 32, 4, 3) in nearby[:12]  # one more stage
-    assert DEFAULT not in nearby and len(nearby) == len(set(nearby))
+    assert compiler.shared.compile_s.value > 0
 
 
 def test_a_file_is_checked_in_one_batch_per_launch_specialization(monkeypatch):

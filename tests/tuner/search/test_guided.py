@@ -171,7 +171,7 @@ def test_the_guide_proposes_the_optimum_of_an_additive_landscape_then_polishes_n
 
 def test_the_prior_ranks_the_landscape_of_related_tasks_at_other_scales():
     rng = random.Random(0)
-    x, _ = encoded(tuple(SPACE), AXES)
+    x = encoded(tuple(SPACE), AXES)
     timed = [[(c, additive_us(c, scale)) for c in rng.sample(SPACE, 300)] for scale in (1.0, 5.0)]
     prior = fit_prior(SPACE, x, timed)
     assert prior is not None and min(prior, key=prior.__getitem__) == ADDITIVE_OPTIMUM
@@ -190,7 +190,7 @@ def test_the_prior_ranks_the_landscape_of_related_tasks_at_other_scales():
 def test_guided_steps_first_to_the_neighbour_the_related_tasks_predict_fastest():
     rng = random.Random(4)
     earlier = [[(c, additive_us(c, scale)) for c in rng.sample(SPACE, 128)] for scale in (1, 2)]
-    prior = fit_prior(SPACE, encoded(tuple(SPACE), AXES)[0], earlier)
+    prior = fit_prior(SPACE, encoded(tuple(SPACE), AXES), earlier)
     expected = min(
         (c for c in neighbours(DEFAULT, AXES, categorical=CATEGORICAL) if c in SPACE),
         key=prior.__getitem__,
