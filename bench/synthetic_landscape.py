@@ -9,10 +9,9 @@ real landscape: DRAM traffic with tile re-reads moderated by GROUP_SIZE_M's L2 r
 bound bandwidth (bytes in flight from num_stages and occupancy), tensor-core time with padding
 waste and per-tile efficiency, the per-K-tile scale epilogue, wave quantization over the SMs,
 occupancy from shared memory and registers, spills, and seeded multiplicative noise.
-Shared memory, registers and spills come from the compiler (tuner.measure.compile,
-sm90) when present, else from the formula num_stages * (BLOCK_SIZE_M * BLOCK_SIZE_K +
-BLOCK_SIZE_K * BLOCK_SIZE_N) bytes (what Triton 3.9 allocates on sm90) and an accumulator-size
-estimate.
+Shared memory, registers and spills come from the formula num_stages * (BLOCK_SIZE_M *
+BLOCK_SIZE_K + BLOCK_SIZE_K * BLOCK_SIZE_N) bytes (what Triton 3.9 allocates on sm90) and an
+accumulator-size estimate.
 """
 
 from __future__ import annotations
@@ -68,7 +67,7 @@ class Resources:
 
 
 def estimate_resources(config: KernelConfig) -> Resources:
-    """Formula fallback when the compiler's numbers are not cached: num_stages tiles of shared
+    """The formula: num_stages tiles of shared
     memory; registers for the accumulator and the dot result it adds (2 x BLOCK_SIZE_M x
     BLOCK_SIZE_N fp32 over the threads) plus addressing; what passes 255 spills."""
     tile_bytes = config.BLOCK_SIZE_K * (config.BLOCK_SIZE_M + config.BLOCK_SIZE_N)
@@ -153,45 +152,13 @@ def trial(config: KernelConfig, M: int, N: int, K: int, res: Resources, seed: in
     return TrialResult(TrialStatus.OK, value, round(value * 0.996, 3), round(value * 1.004, 3))
 
 
-def compiler_resources(arch: int = 90) -> dict[KernelConfig, Resources]:
-    """sm90 resources from the compile cache (tuner.measure.compile) for M % 16 == 0 at
-    N, K = 5120, 3072; {} if absent.
-
-    Shared memory, registers and spills depend little on N, K and M's specialization; one
-    shape's numbers stand in for all.
-    """
-    from tuner.kernels.dense.space import specialization_key
-    from tuner.measure.compile import CompileCache
-
-    try:
-        cache = CompileCache()
-    except OSError:
-        return {}
-    infos = cache.get_many(
-        vllm_space(),
-        arch=arch,
-        out_dtype="bfloat16",
-        specialization=specialization_key(4096, 5120, 3072, (128, 128)),
-    )
-    return {
-        config: Resources(info.shared_bytes, info.n_regs, info.spill_bytes or 0)
-        for config, info in infos.items()
-        if info.error is None and info.shared_bytes is not None and info.n_regs is not None
-    }
-
-
 def build(shapes: tuple[tuple[int, int], ...], m_values: tuple[int, ...], seed: int) -> Landscape:
     """The synthetic landscape of every config for every (N, K) x M."""
     import tuner
 
     space = vllm_space()
-    measured = compiler_resources()
-    resources = {config: measured.get(config) or estimate_resources(config) for config in space}
-    source = (
-        f"compiler (tuner.measure.compile cache, sm90) for {len(measured)} of {len(space)} configs"
-        if measured
-        else "formula"
-    )
+    resources = {config: estimate_resources(config) for config in space}
+    source = "formula"
     model_hash = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
     results = [
         (n, k, m, config, trial(config, m, n, k, resources[config], seed))

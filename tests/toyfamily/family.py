@@ -104,7 +104,6 @@ TOY = KernelFamily(
     title="a per-tensor-scaled FP8 GEMM (tests only)",
     kernel_module="tests.toyfamily.kernel",
     kernel_function="scaled_gemm_kernel",
-    compile_modules=("tests.toyfamily.kernel", "tests.toyfamily.family"),
     space=lambda: list(SPACE),
     why_invalid=_why_invalid,
     default_config=lambda shape, M: KernelConfig(16 if M <= 16 else 32, 64, 32, 1, 4, 2),

@@ -276,8 +276,6 @@ class KernelFamily:
         kernel_module: dotted name of the module holding the Triton kernel.
         kernel_function: the kernel's name there; its source text is the kernel hash that
             winners must match (`tuner.files.provenance`).
-        compile_modules: dotted names of the modules whose bytes key the compile cache (the
-            kernel and its launch specialization).
         space: vLLM's tuning grid for the family, in its tuning script's order.
         why_invalid: (config, shape) -> the first static constraint the config breaks, or None.
         default_config: (shape, M) -> the config vLLM runs at M when no file exists.
@@ -286,7 +284,7 @@ class KernelFamily:
         compile_for_target: (config, arch, *, shape, M, out_dtype) -> Triton's CompiledKernel,
             specialized as a launch is, without a GPU (imports triton).
         specialization: (shape, M) -> a short string that differs exactly when a launch
-            compiles to a different binary (it keys the compile cache).
+            compiles to a different binary.
         vllm: where the installed vLLM keeps this family's kernel and the workload that
             launches it as vLLM does; None when vLLM has no such kernel.
         shapes: how a model's shapes file lists its shapes and how they become sweeps
@@ -303,7 +301,6 @@ class KernelFamily:
     title: str
     kernel_module: str
     kernel_function: str
-    compile_modules: tuple[str, ...]
     space: Callable[[], list[KernelConfig]]
     why_invalid: Callable[[KernelConfig, Shape], str | None]
     default_config: Callable[[Shape, int], KernelConfig]

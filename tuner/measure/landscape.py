@@ -1,6 +1,6 @@
 """Landscapes: recorded timings of a config space, read from and written to their file format,
 and the recorded timings of one problem answering as a live runner would (`RecordedTimings`,
-what the replay runner, `tuner.measure.runners (ReplayRunner)`, measures with)."""
+what the replay runner, `tuner.measure.runner (ReplayRunner)`, measures with)."""
 
 from __future__ import annotations
 

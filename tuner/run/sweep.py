@@ -29,7 +29,7 @@ from tuner.run.supervisor import Supervisor, SupervisorReport, first_line
 from tuner.run.worker import WorkerSpec
 
 if TYPE_CHECKING:
-    from tuner.measure.runners import Runner
+    from tuner.measure.runner import Runner
 
 
 def progress_columns(unit: str) -> tuple:
@@ -62,7 +62,7 @@ def worker_specs(
 
     Args:
         db_url: the store's URL.
-        runner: how the workers measure (`tuner.measure.runners.make_runner`).
+        runner: how the workers measure (`tuner.measure.runner.make_runner`).
         visible_devices: CUDA_VISIBLE_DEVICES values (None: one CPU worker).
         configs: explicit candidates, or None for vLLM's space.
         sweep_id: claim only this sweep's tasks; None for every sweep in scope.

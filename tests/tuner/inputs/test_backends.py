@@ -17,8 +17,7 @@ from tuner.kernels.vllm_table import (
     deepgemm_refusal,
     table_dense_kernel,
 )
-from tuner.measure.compile import CompileInfo, launch_problem
-from tuner.measure.launch_check import device_arch
+from tuner.measure.compile import CompileInfo, device_arch, launch_problem
 
 PREFIX = "(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:30 [__init__.py:640] "
 

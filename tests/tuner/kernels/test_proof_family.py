@@ -34,8 +34,7 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import VllmServing
 from tuner.kernels.registry import FAMILIES, family_of_file, respell_file_name
 from tuner.kernels.shape import Shape
-from tuner.measure.runner import KernelRunner, Problem
-from tuner.measure.runners import InterpreterRunner
+from tuner.measure.runner import InterpreterRunner, KernelRunner, Problem
 from tuner.measure.trial import TrialStatus
 from tuner.run.plan import model_requests
 from tuner.run.worker import WorkerSpec, run_task

@@ -174,7 +174,6 @@ DENSE = KernelFamily(
     title="W8A8 block-FP8 GEMM",
     kernel_module="tuner.kernels.dense.kernel",
     kernel_function="w8a8_block_fp8_matmul_kernel",
-    compile_modules=("tuner.kernels.dense.kernel", "tuner.kernels.dense.workload"),
     space=vllm_space,
     why_invalid=lambda config, shape: why_invalid(config, shape.block_pair("dense")),
     default_config=lambda shape, M: default_config(shape.block_pair("dense")),

@@ -170,7 +170,6 @@ MOE = KernelFamily(
     title="fused-MoE W8A8 block-FP8 experts",
     kernel_module="tuner.kernels.moe.kernel",
     kernel_function="fused_moe_fp8_block_kernel",
-    compile_modules=("tuner.kernels.moe.kernel", "tuner.kernels.moe.workload"),
     space=vllm_space,
     why_invalid=lambda config, shape: why_invalid(config, shape.block_pair("moe")),
     default_config=lambda shape, M: default_config(M, shape.block_pair("moe")),

@@ -117,7 +117,7 @@ def specialization_key(
     (N' = K, K' = N, top_k 1) by `int_class`; EM depends on BLOCK_SIZE_M, so its class is listed
     for every BLOCK_SIZE_M of the grid. A batch run with naive assignment
     (`uses_naive_assignment`) is another binary: the key ends in ";naive". SWAP_AB is fixed by
-    the config and the architecture, which the compile cache keys on already.
+    the config and the architecture.
     """
     group_n, group_k = block_shape
     naive = uses_naive_assignment(M, top_k, E)
