@@ -40,6 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
+from compiled import compile_launch  # noqa: E402 - bench/compiled.py
 from vllm_moe_host import (  # noqa: E402 - vLLM's own code, cut out of its files
     BLOCK_SHAPE,
     Capture,
@@ -48,8 +49,6 @@ from vllm_moe_host import (  # noqa: E402 - vLLM's own code, cut out of its file
     vllm_launch,
     vllm_routing,
 )
-
-from tuner.kernels.target import compile_launch  # noqa: E402 - the compile tuner doctor uses
 
 ARCHS = (90, 89, 100)  # Hopper (H100, H200), Ada (L20, L40S), Blackwell (B200)
 # (label, E, N = per-rank intermediate size, K = hidden size, top_k, M tokens): shapes/*.toml.
@@ -120,7 +119,7 @@ def ours_call(launch: dict, routing: tuple, config: dict, arch: int | None) -> t
 def compile_call(fn, arch: int, call: tuple[tuple, dict]) -> dict:
     """Specialize `fn` for (args, kwargs) with Triton's launcher binding, compile for the arch,
     and return shared bytes, registers, spills and the PTX opcode counts
-    (`tuner.kernels.target.compile_launch`, the compile tuner doctor uses)."""
+    (`compile_launch`, bench/compiled.py)."""
     args, kwargs = call
     compiled = compile_launch(fn, arch, args, kwargs)
     return {

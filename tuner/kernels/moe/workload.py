@@ -24,16 +24,12 @@ from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm
 from tuner.kernels.moe.space import (
     max_padded_slots,
     uses_naive_assignment,
-    uses_swap_ab,
 )
 from tuner.kernels.shape import Shape
 from tuner.kernels.target import (
     DEFAULT_TORCH_DTYPE,
-    Capture,
-    Compiled,
     captured,
     compile_call,
-    compile_launch,
 )
 
 # Weight scales are drawn uniform in [SCALE_LOW, SCALE_HIGH); see make_moe_inputs.
@@ -432,33 +428,3 @@ def compile_for_target(
     ]
     compiled = [compile_call(fused_moe_fp8_block_kernel, arch, *launch) for launch in launches]
     return compiled[0]
-
-
-def compile_moe_pairs(
-    config: KernelConfig, arch: int, *, shape: Shape, M: int
-) -> list[tuple[Compiled, Compiled]]:
-    """[(builtin's, vLLM's)] `Compiled` for both GEMMs (`meta_gemms`): each kernel with the
-    arguments its own host code passes (vLLM's: `dispatch_fused_moe_kernel` of
-    `tuner.kernels.moe.family.VLLM_MOE`'s module) on a GPU of `arch`. vLLM sets SWAP_AB from
-    the GPU it sees (none here); it is set from `arch` (`uses_swap_ab`).
-
-    Raises:
-        ImportError, AttributeError: no such vLLM module or kernel.
-        triton.CompilationError: either kernel does not compile.
-    """
-    vllm, kernel = importlib.import_module(VLLM_MOE.module), VLLM_MOE.kernel()
-    pairs = []
-    for args, launch in meta_gemms(config, shape, M):
-        ours, theirs = captured(invoke_moe_gemm, *args, **launch, arch=arch), Capture()
-        setattr(vllm, VLLM_MOE.function, theirs)
-        try:
-            vllm_moe_gemm(*args, **launch, module=VLLM_MOE.module)
-        finally:
-            setattr(vllm, VLLM_MOE.function, kernel)
-        their_args, kwargs = theirs.calls[0]
-        if "SWAP_AB" in kwargs:
-            swap = uses_swap_ab(kwargs["BLOCK_SIZE_M"], kwargs["BLOCK_SIZE_N"], arch)
-            kwargs = dict(kwargs, SWAP_AB=swap)
-        ours_compiled = compile_launch(fused_moe_fp8_block_kernel, arch, *ours)
-        pairs.append((ours_compiled, compile_launch(kernel, arch, their_args, kwargs)))
-    return pairs
