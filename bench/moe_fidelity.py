@@ -292,7 +292,7 @@ INTERP_ARCHS = (None, 90)  # no GPU (no SWAP_AB), and SWAP_AB where the config t
 def interpreter_check(vllm_file: Path) -> dict:
     """Both kernels, each launched by its own host code, on the same inputs under
     TRITON_INTERPRET=1 (set before Triton is imported): both GEMMs of INTERP_CASES, for each of
-    INTERP_ARCHS as the architecture the host code sees, inputs from `make_moe_inputs` (seed M),
+    INTERP_ARCHS as the architecture the host code sees, inputs from `MoeWorkload.make` (seed M),
     the routing as vLLM's `_prepare_expert_assignment` makes it (the fourth case is naive
     assignment), the down GEMM on a seeded standard-normal activation quantized per 1 x 128
     group; C starts filled with 7 in both, so rows neither writes compare too. The third case
@@ -305,15 +305,18 @@ def interpreter_check(vllm_file: Path) -> dict:
     """
     import torch
 
+    from tuner.kernels.moe.family import expert_shape
     from tuner.kernels.moe.kernel import invoke_moe_gemm
-    from tuner.kernels.moe.workload import make_moe_inputs, quantize_groups
+    from tuner.kernels.moe.workload import MoeWorkload, quantize_groups
 
     vllm = load_vllm(vllm_file)
     rows = []
     for arch in INTERP_ARCHS:
         vllm.platform.arch = arch
         for M, E, N, K, top_k, config, foreign in INTERP_CASES:
-            inputs = make_moe_inputs(M, E, N, K, top_k, BLOCK_SHAPE, seed=M, device="cpu")
+            inputs = MoeWorkload.make(
+                expert_shape(E, N, K, top_k, BLOCK_SHAPE), M, seed=M, device="cpu"
+            )
             sorted_ids, expert_ids, padded = vllm_routing(vllm, inputs.topk_ids, config, E)
             if foreign:
                 expert_ids = expert_ids.clone()
