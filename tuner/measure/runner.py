@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import tuner
 from tuner.core import OUT_DTYPES, TrialStatus
@@ -26,7 +26,7 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import Shape, as_block_shape
 from tuner.measure import noise
-from tuner.measure.landscape import load_landscape
+from tuner.measure.landscape import RecordedTimings, load_landscape
 from tuner.measure.trial import TrialResult
 
 # Relative Frobenius error a bf16 output must stay under: bf16 keeps 8 significant bits (a
@@ -277,16 +277,9 @@ class KernelRunner:
         return replace(checked, latency_us=median_us, p20_us=p20_us, p80_us=p80_us, measure_s=took)
 
 
-class ProblemRunner(Protocol):
-    """Measures configs of one problem (`KernelRunner`, or recorded timings answering as it)."""
-
-    def evaluate(self, config: KernelConfig) -> TrialResult:
-        """Check and time one config; every failure comes back as a trial's status."""
-        ...
-
-    def sample_us(self, config: KernelConfig) -> float:
-        """One timing sample of a config that passed its check, in microseconds."""
-        ...
+# What measures configs of one problem: the live `KernelRunner`, or recorded timings answering
+# as it (`evaluate` a config's trial, `sample_us` one more timing sample of an ok config).
+ProblemRunner = KernelRunner | RecordedTimings
 
 
 class Runner:

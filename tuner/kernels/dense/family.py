@@ -7,7 +7,6 @@ Pure: the kernel, its workload and vLLM are imported when a hook is called.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from tuner.core import FP8_DTYPE
@@ -44,22 +43,6 @@ from tuner.kernels.vllm_table import (
 DTYPES: tuple[str, ...] = (FP8_DTYPE, "int8_w8a8")
 
 
-@dataclass(frozen=True)
-class ConfigFileName:
-    """The parts of a dense config file name; `name` spells it as vLLM does."""
-
-    N: int
-    K: int
-    device_name: str
-    dtype: str
-    block_shape: tuple[int, int]
-
-    @property
-    def name(self) -> str:
-        """The file name in vLLM's spelling (no space in block_shape)."""
-        return config_file_name(self.N, self.K, self.device_name, self.block_shape, self.dtype)
-
-
 def config_file_name(
     N: int,
     K: int,
@@ -86,14 +69,16 @@ def engine_file_name(name: str, engine: str) -> str:
     `block_shape=[a, b]` (SGLang); its device and dtype are kept.
 
     Raises:
-        ValueError: an unknown engine, or a name `parse_config_file_name` rejects.
+        ValueError: an unknown engine, or a name `_parse_file_name` rejects.
     """
-    p = parse_config_file_name(name)
-    return config_file_name(p.N, p.K, p.device_name, p.block_shape, p.dtype, engine)
+    shape, device_name, dtype = _parse_file_name(name)
+    block_shape = shape.block_pair("dense")
+    return config_file_name(shape.N, shape.K, device_name, block_shape, dtype, engine)
 
 
-def parse_config_file_name(name: str) -> ConfigFileName:
-    """Parse a dense config file name (SGLang's `block_shape=[128, 128]` too).
+def _parse_file_name(name: str) -> tuple[Shape, str, str]:
+    """(shape, device_name, dtype) of a dense config file name (SGLang's `block_shape=[128, 128]`
+    too).
 
     Raises:
         ValueError: the name is not a block-scaled W8A8 GEMM config file name.
@@ -103,7 +88,7 @@ def parse_config_file_name(name: str) -> ConfigFileName:
         example = config_file_name(1024, 512, "NVIDIA_L20")
         raise ValueError(f"{name!r} is not a config file name like '{example}'")
     (N, K), device_name, dtype, block_shape = found
-    return ConfigFileName(N, K, device_name, dtype, block_shape)
+    return Shape(N, K, block_shape), device_name, dtype
 
 
 # vLLM 0.33.0 reads dense files only from its package's quantization/utils/configs/
@@ -142,11 +127,6 @@ def advise(out: Diagnosis, asked: Asked) -> None:
         )
     if asked.model is not None:
         _say_table_shapes(out, asked.capability, asked.model)
-
-
-def _parse_file_name(name: str) -> tuple[Shape, str, str]:
-    parsed = parse_config_file_name(name)
-    return Shape(parsed.N, parsed.K, parsed.block_shape), parsed.device_name, parsed.dtype
 
 
 def _parse_shapes(rows: object, where: str, block_shape: tuple[int, int]) -> tuple[Shape, ...]:

@@ -65,9 +65,10 @@ def moe_config_file_name(
     return block_fp8_name({"E": E, "N": N}, device_name, block_shape, engine)
 
 
-def parse_moe_config_file_name(name: str) -> tuple[int, int, str, str, tuple[int, int]]:
-    """(E, N, device_name, dtype, block_shape) of an MoE block-FP8 file name (SGLang's
-    `[128, 128]` spelling too).
+def _parse_file_name(name: str) -> tuple[Shape, str, str]:
+    """(shape, device_name, dtype) of an MoE block-FP8 file name (SGLang's `[128, 128]`
+    spelling too). The name holds E and N only: the shape comes back with K = 0 and params
+    (("E", E),).
 
     Raises:
         ValueError: not such a name; a per-tensor `dtype=fp8_w8a8.json` file (no block_shape)
@@ -78,15 +79,15 @@ def parse_moe_config_file_name(name: str) -> tuple[int, int, str, str, tuple[int
         example = moe_config_file_name(128, 384, "NVIDIA_H200")
         raise ValueError(f"{name!r} is not a block-FP8 MoE config file name like '{example}'")
     (E, N), device_name, dtype, block_shape = found
-    return E, N, device_name, dtype, block_shape
+    return Shape(N, 0, block_shape, (("E", E),)), device_name, dtype
 
 
 def _respell(name: str, engine: str, device_name: str | None = None) -> str:
     """An MoE file name as `engine` spells it; SGLang's carries `device_name` (vLLM's folds
     every H200 into NVIDIA_H200), vLLM's the device the name has."""
-    E, N, named_device, _, block_shape = parse_moe_config_file_name(name)
+    shape, named_device, _ = _parse_file_name(name)
     device = named_device if engine == "vllm" else device_name or named_device
-    return moe_config_file_name(E, N, device, block_shape, engine)
+    return moe_config_file_name(shape.param("E"), shape.N, device, shape.block_pair("moe"), engine)
 
 
 def advise(out: Diagnosis, asked: Asked) -> None:
@@ -106,12 +107,6 @@ def advise(out: Diagnosis, asked: Asked) -> None:
         out.helps.append(MOE.name)
     else:
         say(f"  files read: only where vLLM picks TRITON; ${MOE_ENV} names their folder")
-
-
-def _parse_file_name(name: str) -> tuple[Shape, str, str]:
-    """The name holds E and N only: the shape comes back with K = 0 and params (("E", E),)."""
-    E, N, device, dtype, block_shape = parse_moe_config_file_name(name)
-    return Shape(N, 0, block_shape, (("E", E),)), device, dtype
 
 
 def expert_shape(
