@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.landscape_file import landscape_json  # noqa: E402
 from tuner.kernels.config import KernelConfig  # noqa: E402
 from tuner.kernels.dense.space import default_config, specialization_key  # noqa: E402
 from tuner.measure.landscape import Landscape, load_landscape  # noqa: E402
@@ -192,7 +193,7 @@ def full_grid_landscape(folder: Path) -> Path:
     spec.loader.exec_module(model)
     landscape = model.build(load_shapes(MODEL, TP).pairs(), VLLM_M_GRID, model.SEED)
     path = folder / "full_grid.json"
-    path.write_text(landscape.to_json())
+    path.write_text(landscape_json(landscape))
     return path
 
 

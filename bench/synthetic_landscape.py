@@ -27,10 +27,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.landscape_file import landscape_from_results, landscape_json  # noqa: E402
 from tuner.core import TrialStatus  # noqa: E402
 from tuner.kernels.config import KernelConfig  # noqa: E402
 from tuner.kernels.dense.space import vllm_space  # noqa: E402
-from tuner.measure.landscape import Landscape, landscape_from_results  # noqa: E402
+from tuner.measure.landscape import Landscape  # noqa: E402
 from tuner.measure.trial import TrialResult  # noqa: E402
 
 DEVICE_NAME = "SYNTHETIC_SM90"  # never a real GPU's key, so it cannot mix with measurements
@@ -196,7 +197,7 @@ def main() -> None:
     args = parser.parse_args()
     landscape = build(load_shapes(MODEL, TP).pairs(), M_VALUES, args.seed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(landscape.to_json())
+    args.out.write_text(landscape_json(landscape))
     print(
         f"wrote {args.out} ({args.out.stat().st_size / 2**20:.1f} MiB, "
         f"{len(landscape.problems)} problems); {landscape.environment['gpu_name']}"
