@@ -11,9 +11,7 @@ from tuner.inputs.logs import scan_lines
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.gpus import KNOWN_GPUS, MAX_SHARED_BYTES
 from tuner.kernels.vllm_table import (
-    FP8_BLOCK_KERNELS,
     arch_of,
-    block_kernel_order,
     deepgemm_refusal,
     table_dense_kernel,
 )
@@ -34,13 +32,6 @@ def test_per_architecture_lines() -> None:
     capabilities = ("8.9", "9.0", "10.0", "12.0", "8.0", "", None)
     sm100 = "sm100/sm120"
     assert [arch_of(cc) for cc in capabilities] == ["sm89", "sm90", sm100, sm100, None, None, None]
-
-
-def test_humming_moves_ahead_of_marlin_on_sm90_only() -> None:
-    """The wheel's own list and capabilities: tests/engines/test_vllm_selection.py."""
-    listed = tuple(name for name, _ in FP8_BLOCK_KERNELS)
-    assert block_kernel_order(89) == block_kernel_order(None) == block_kernel_order(100) == listed
-    assert block_kernel_order(90) == (*listed[:4], listed[5], listed[4], *listed[6:])
 
 
 DEEPGEMM, CUTLASS = "DeepGemmFp8BlockScaledMMKernel", "CutlassFp8BlockScaledMMKernel"
