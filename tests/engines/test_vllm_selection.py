@@ -1,7 +1,8 @@
 """The tuner's table of vLLM 0.33.0's block-FP8 linear kernels (`tuner.kernels.vllm_table`,
 `tuner.inputs.backends`) against the wheel's own source: the kernels and their order, the
-Humming reordering (bench/real_vllm_facts.py's), the model types DeepGEMM is turned off for, the --linear-backend values,
-the start-up line that names the kernel, and the torch vLLM pins."""
+Humming reordering (bench/real_vllm_facts.py's), the model types DeepGEMM is turned off for,
+the --linear-backend values, the start-up line that names the kernel, and the torch vLLM
+pins."""
 
 from __future__ import annotations
 
