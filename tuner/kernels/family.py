@@ -1,6 +1,6 @@
 """The seam a kernel family plugs into: the tensors of one problem (`Workload`) and what the
 family provides (`KernelFamily`: its kernel and search space, with its facts grouped by concern
-in `FamilyFiles`, `FamilyShapes`, `FamilyReport`, `VllmServing` and `VllmLogLine`); the shape
+in `FamilyFiles`, `FamilyShapes`, `FamilyReport` and `VllmLogLine`); the shape
 it is tuned for is `tuner.kernels.shape`'s. The run, search, measurement and merge code reach a
 family only through these; `tuner.kernels.registry` names them.
 
@@ -101,23 +101,6 @@ def parse_block_fp8_name(
         return None
     values = tuple(int(match[dim]) for dim in dims)
     return values, match["device"], match["dtype"], (int(match["bn"]), int(match["bk"]))
-
-
-@dataclass(frozen=True)
-class VllmServing:
-    """How vLLM serves a family's layers: what `tuner doctor` says of it, from the tuner's
-    table of vLLM; the hook takes and gives `tuner.kernels.serving`'s records.
-
-    Attributes:
-        label: how lines name the family's kernels, e.g. "dense".
-        advice: (`tuner.kernels.serving.Diagnosis`, `tuner.kernels.serving.Asked`) -> None:
-            doctor's lines on what vLLM runs for the family on the architecture and whether it
-            reads the family's files; it appends the family's name to `Diagnosis.helps` when
-            it does.
-    """
-
-    label: str
-    advice: Callable[[Any, Any], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -291,8 +274,10 @@ class KernelFamily:
             (`FamilyShapes`; default: in no shapes file, one sweep for all).
         report: how labels, notes and the report name its shapes (`FamilyReport`; default:
             generic labels, no roofline).
-        serving: what `tuner doctor` says of the family
-            (`VllmServing`); None: doctor says nothing of it.
+        advice: what `tuner doctor` says of the family: (`tuner.kernels.serving.Diagnosis`,
+            `tuner.kernels.serving.Asked`) -> None, lines on what vLLM runs for the family on
+            the architecture and whether it reads the family's files, appending the family's
+            name to `Diagnosis.helps` when it does; None: doctor says nothing of it.
         log_line: the warning a server logs when the family's file is missing
             (`VllmLogLine`); None: logs are not read for the family.
     """
@@ -339,7 +324,7 @@ class KernelFamily:
         return f"N={shape.N} K={shape.K}"
 
     # Doctor, verify and import (tuner.compare.doctor).
-    serving: VllmServing | None = None
+    advice: Callable[[Any, Any], None] | None = None
     # vLLM log lines (tuner.inputs.logs)
     log_line: VllmLogLine | None = None
 

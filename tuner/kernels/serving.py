@@ -1,10 +1,9 @@
 """What `tuner doctor` says of a kernel family, as the family's own hook
-(`tuner.kernels.family.VllmServing`) takes and gives it: the question a family's advice answers
-(`Asked`), the lines it adds (`Diagnosis`), the words doctor's lines share, vLLM's description
-of a block-FP8 linear layer (`block_fp8_layer_config`, which `tuner compare` takes). The
-generic doctor code is
-`tuner.compare.doctor`; each family's hook lives in its own folder. Importable without torch,
-triton or vLLM.
+(`tuner.kernels.family.KernelFamily.advice`) takes and gives it: the question a family's advice
+answers (`Asked`), the lines it adds (`Diagnosis`), the words doctor's lines share, and vLLM's
+description of a block-FP8 linear layer (`block_fp8_layer_config`, which `tuner compare`
+takes). The generic doctor code is `tuner.compare.doctor`; each family's hook lives in its own
+folder. Importable without torch, triton or vLLM.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ class Diagnosis:
 
 @dataclass(frozen=True)
 class Asked:
-    """What a family's doctor advice (`VllmServing.advice`) is asked about.
+    """What a family's doctor advice (`KernelFamily.advice`) is asked about.
 
     Attributes:
         arch: "sm90", ...: the architecture doctor answers for.

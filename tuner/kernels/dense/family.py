@@ -25,7 +25,6 @@ from tuner.kernels.family import (
     FamilyShapes,
     KernelFamily,
     VllmLogLine,
-    VllmServing,
     block_fp8_name,
     lazy,
     parse_block_fp8_name,
@@ -198,7 +197,7 @@ DENSE = KernelFamily(
         anchor=lambda shape: f"{shape.N}x{shape.K}",
         roofline_gemm=lambda shape, M: (M, shape.N, shape.K),
     ),
-    serving=VllmServing(label="dense", advice=advise),
+    advice=advise,
     # vLLM's and SGLang's get_w8a8_block_fp8_configs (fp8_utils.py, fp8_kernel.py); SGLang
     # puts a space inside block_shape. The device part may hold any character vLLM keeps
     # (',' and '=' too), so it ends at the last ",dtype=".

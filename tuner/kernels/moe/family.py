@@ -21,7 +21,6 @@ from tuner.kernels.family import (
     FamilyShapes,
     KernelFamily,
     VllmLogLine,
-    VllmServing,
     block_fp8_name,
     lazy,
     parse_block_fp8_name,
@@ -213,7 +212,7 @@ MOE = KernelFamily(
         sweep_per_shape=True,
         describe_shapes=_describe,
     ),
-    serving=VllmServing(label="fused-MoE", advice=advise),
+    advice=advise,
     # vLLM's get_moe_configs (fused_moe/fused_moe.py): any fused-MoE file name, E=..,N=..,
     # device_name=..[,dtype=..][,block_shape=..]; the tuner tunes the block-FP8 ones only.
     log_line=VllmLogLine(
