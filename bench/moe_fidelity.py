@@ -141,7 +141,7 @@ def pick_configs(count: int) -> list[dict]:
         config = default_config(M, BLOCK_SHAPE).as_dict()
         if config not in picked:
             picked.append(config)
-    space = [c.as_dict() for c in vllm_space(BLOCK_SHAPE)]
+    space = [c.as_dict() for c in vllm_space()]
     draw = random.Random(SEED)
     for block_m in VLLM_AXES["BLOCK_SIZE_M"]:
         fitting = [

@@ -1,5 +1,5 @@
 """The fused-MoE W8A8 block-FP8 experts (vLLM's `fused_moe_kernel`, fp8_w8a8 block path) as a
-kernel family: vLLM's tuning grid filtered by its block-quant rule, the kernel's constraints,
+kernel family: vLLM's tuning grid, the kernel's constraints,
 vLLM's per-M default, the file names vLLM and SGLang read, which launches compile to one binary,
 and what `tuner doctor` says of it. A shape is (N = per-rank intermediate
 size, K = hidden size, block_shape) with params E and top_k.

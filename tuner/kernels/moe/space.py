@@ -1,4 +1,4 @@
-"""The fused-MoE experts' config space: vLLM's tuning grid filtered by its block-quant rule, the
+"""The fused-MoE experts' config space: vLLM's tuning grid, the
 kernel's constraints, vLLM 0.33.0's per-M default, the launch rules vLLM applies at M (naive
 assignment, SWAP_AB, EM, the BLOCK_SIZE_K cap) and which launches compile to one binary. Pure."""
 
@@ -50,17 +50,11 @@ VLLM_AXES: dict[str, tuple[int, ...]] = {
 }
 
 
-def fits_block_quant(config: KernelConfig, block_shape: tuple[int, int]) -> bool:
-    """benchmark_moe.py's block-quant filter since vLLM pull request 46642: BLOCK_SIZE_N is a
-    multiple or a divisor of group_n, and BLOCK_SIZE_K a multiple or a divisor of group_k."""
-    sizes = ((config.BLOCK_SIZE_N, block_shape[0]), (config.BLOCK_SIZE_K, block_shape[1]))
-    return all(size % group == 0 or group % size == 0 for size, group in sizes)
-
-
-def vllm_space(block_shape: tuple[int, int] = DEFAULT_BLOCK_SHAPE) -> list[KernelConfig]:
-    """benchmark_moe.py's grid in its order, filtered by `fits_block_quant` (all 1,920 configs
-    pass for [128, 128]; BLOCK_SIZE_K 256 runs as 128, see `effective_block_k`)."""
-    return [config for config in grid(VLLM_AXES) if fits_block_quant(config, block_shape)]
+def vllm_space() -> list[KernelConfig]:
+    """benchmark_moe.py's grid in its order: 1,920 configs (its block-quant filter, BLOCK_SIZE_N
+    and BLOCK_SIZE_K a multiple or a divisor of the 128x128 blocks, passes them all; BLOCK_SIZE_K
+    256 runs as 128, see `effective_block_k`)."""
+    return grid(VLLM_AXES)
 
 
 def effective_block_k(config: KernelConfig, block_shape: tuple[int, int]) -> int:
