@@ -30,7 +30,7 @@ from tuner.measure.compile import compile_infos, launch_problem  # noqa: E402
 ARCHS = (89, 90)  # compute capabilities to compile for: Ada (L20, L40S), Hopper (H100, H200)
 N, K = 5120, 3072  # a Qwen3.8-27B TP2 shape (shapes/qwen3.8-27b.toml)
 # Any M divisible by 16 gives the same binary
-# (tuner.kernels.dense.space.specialization_key).
+# (bench/pipeline_quality.py's specialization_key).
 M = 4096
 BLOCK_SHAPE = (128, 128)  # [group_n, group_k] of the weight scales
 OUT_DTYPE = "bfloat16"  # what serving uses

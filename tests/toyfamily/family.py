@@ -115,7 +115,6 @@ TOY = KernelFamily(
     ),
     workload=ToyWorkload.make,
     compile_for_target=_compile_for_target,
-    specialization=lambda shape, M: "M=1" if M == 1 else f"M%16={M % 16 == 0}",
     shapes=FamilyShapes(
         shapes_key="toy",
         shapes_row="[N, K, G]",

@@ -266,8 +266,6 @@ class KernelFamily:
         workload: (shape, M, *, seed, device) -> the `Workload` of one problem (imports torch).
         compile_for_target: (config, arch, *, shape, M, out_dtype) -> Triton's CompiledKernel,
             specialized as a launch is, without a GPU (imports triton).
-        specialization: (shape, M) -> a short string that differs exactly when a launch
-            compiles to a different binary.
         vllm: where the installed vLLM keeps this family's kernel and the workload that
             launches it as vLLM does; None when vLLM has no such kernel.
         shapes: how a model's shapes file lists its shapes and how they become sweeps
@@ -292,7 +290,6 @@ class KernelFamily:
     files: FamilyFiles
     workload: Callable[..., Workload]
     compile_for_target: Callable[..., Any]
-    specialization: Callable[[Shape, int], str]
     vllm: VllmKernel | None = None
     # Model shapes and planning (tuner.inputs.shapes, tuner.run.plan)
     shapes: FamilyShapes = FamilyShapes()

@@ -54,8 +54,6 @@ class CompileInfo:
     Attributes:
         arch: compute capability as an int (89, 90, ...).
         config: the config compiled.
-        specialization: the family's `specialization` of (shape, M).
-        out_dtype: "bfloat16" or "float16".
         shared_bytes: shared memory per program (`metadata.shared`); None if it failed.
         n_regs: registers per thread from ptxas's log; None when ptxas did not log.
         spill_bytes: bytes of spill stores from ptxas's log; None as n_regs.
@@ -65,8 +63,6 @@ class CompileInfo:
 
     arch: int
     config: KernelConfig
-    specialization: str
-    out_dtype: str
     shared_bytes: int | None
     n_regs: int | None
     spill_bytes: int | None
@@ -180,11 +176,8 @@ def compile_job(job: CompileJob) -> CompileInfo:
         registers = int(match.group(1))
         spill = _PTXAS_SPILLS.search(text)
         spills = int(spill.group(1)) if spill else 0
-    spec = family.specialization(job.shape, job.M)
     took = time.perf_counter() - start
-    return CompileInfo(
-        job.arch, job.config, spec, job.out_dtype, shared, registers, spills, took, error
-    )
+    return CompileInfo(job.arch, job.config, shared, registers, spills, took, error)
 
 
 def compile_pool(workers: int | None = None) -> ProcessPoolExecutor:
@@ -340,10 +333,10 @@ def _first_uses(
     firsts: dict[KernelConfig, int] = {}
     for M, config in by_m.items():
         firsts.setdefault(config, M)
-    specialization = get_family(family).specialization
+    shape_row = get_family(family).shapes.shape_row
     try:
-        for M in firsts.values():
-            specialization(shape, M)
+        if shape_row is not None:
+            shape_row(shape)  # every dimension the family tunes a shape by
     except KeyError as exc:  # a dimension the file's name does not carry (MoE: top_k)
         raise ValueError(
             f"the file's name does not give {exc.args[0]}, which the {family} kernel "

@@ -111,7 +111,7 @@ def test_a_new_architecture_is_a_row_of_known_gpus_and_one_of_shared_memory(monk
         "NVIDIA_B300 is sm100/sm120 (B300: compute capability 10.3, from the table of known GPUs)."
     )
     config = KernelConfig(64, 128, 128, 32, 4, 3)
-    over = CompileInfo(103, config, "spec", "bfloat16", 232449, 128, 0, 1.0)
+    over = CompileInfo(103, config, 232449, 128, 0, 1.0)
     assert launch_problem(over).error == (
         "pruned before launch: shared memory 232449 bytes > 232448 bytes per block on sm103"
     )

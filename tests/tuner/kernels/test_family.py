@@ -10,7 +10,7 @@ import pytest
 from tuner.core import CONFIG_KEYS
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.family import DENSE, config_file_name
-from tuner.kernels.dense.space import default_config, specialization_key, vllm_space
+from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
 from tuner.kernels.moe.family import MOE
 from tuner.kernels.registry import FAMILIES, family_of_file, family_of_part, get_family
@@ -49,7 +49,6 @@ def test_the_dense_family_gives_vllms_names_space_and_default() -> None:
     sglang = DENSE.files.file_name(shape, "NVIDIA_L20", "sglang")
     assert sglang == name.replace("[128,128]", "[128, 128]")
     assert DENSE.files.parse_file_name(name) == (shape, "NVIDIA_L20", "fp8_w8a8")
-    assert DENSE.specialization(shape, 1) == specialization_key(1, 5120, 3072, (128, 128))
     # benchmark_w8a8_block_fp8.py's grid: num_stages outermost, GROUP_SIZE_M innermost.
     space = DENSE.space()
     assert space == vllm_space() and len(space) == 1280 == len(set(space))

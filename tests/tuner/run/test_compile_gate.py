@@ -81,7 +81,7 @@ def test_a_config_asked_first_jumps_the_compiles_still_waiting_and_is_rejected_u
     pool = FakePool()
     gate = make_gate(pool, CONFIGS[:3])
     pool.futures[0].set_running_or_notify_cancel()  # compiling: it cannot be cancelled
-    pool.answers[CONFIGS[3]] = CompileInfo(90, CONFIGS[3], "s", "float16", 300_000, 32, 0, 0.5)
+    pool.answers[CONFIGS[3]] = CompileInfo(90, CONFIGS[3], 300_000, 32, 0, 0.5)
     result = gate.before(CONFIGS[3])
     assert result.status is TrialStatus.OUT_OF_RESOURCES and result.measure_s == 0.0
     assert pool.jobs == [*CONFIGS[:3], CONFIGS[3], *CONFIGS[1:3]]

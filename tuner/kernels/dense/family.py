@@ -13,7 +13,6 @@ from tuner.core import FP8_DTYPE
 from tuner.kernels.dense.space import (
     DEFAULT_BLOCK_SHAPE,
     default_config,
-    specialization_key,
     vllm_space,
     why_invalid,
 )
@@ -179,9 +178,6 @@ DENSE = KernelFamily(
     ),
     workload=lazy("tuner.kernels.dense.workload:DenseWorkload.make"),
     compile_for_target=lazy("tuner.kernels.dense.workload:compile_for_target"),
-    specialization=lambda shape, M: specialization_key(
-        M, shape.N, shape.K, shape.block_pair("dense")
-    ),
     vllm=VLLM_DENSE,
     shapes=FamilyShapes(
         shapes_key="shapes",

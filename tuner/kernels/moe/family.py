@@ -1,7 +1,6 @@
 """The fused-MoE W8A8 block-FP8 experts (vLLM's `fused_moe_kernel`, fp8_w8a8 block path) as a
-kernel family: vLLM's tuning grid, the kernel's constraints,
-vLLM's per-M default, the file names vLLM and SGLang read, which launches compile to one binary,
-and what `tuner doctor` says of it. A shape is (N = per-rank intermediate
+kernel family: vLLM's tuning grid, the kernel's constraints, vLLM's per-M default, the file names
+vLLM and SGLang read, and what `tuner doctor` says of it. A shape is (N = per-rank intermediate
 size, K = hidden size, block_shape) with params E and top_k.
 
 Pure: the kernel, its workload and vLLM are imported when a hook is called.
@@ -27,7 +26,6 @@ from tuner.kernels.family import (
 )
 from tuner.kernels.moe.space import (
     default_config,
-    specialization_key,
     vllm_space,
     why_invalid,
 )
@@ -194,9 +192,6 @@ MOE = KernelFamily(
     ),
     workload=lazy("tuner.kernels.moe.workload:MoeWorkload.make"),
     compile_for_target=lazy("tuner.kernels.moe.workload:compile_for_target"),
-    specialization=lambda shape, M: specialization_key(
-        M, shape.N, shape.K, shape.param("E"), shape.param("top_k"), shape.block_pair("moe")
-    ),
     vllm=VLLM_MOE,
     report=FamilyReport(
         short_title="MoE",

@@ -68,10 +68,3 @@ def test_the_space_is_benchmark_moes_grid_in_its_order() -> None:
     assert MOE.why_invalid(KernelConfig(16, 64, 64, 1, 4, 2), Shape(64, 64, (128, 96))) == (
         "BLOCK_SIZE_K=64 (as launched) does not divide group_k=96"
     )
-
-
-def test_the_specialization_separates_what_compiles_differently() -> None:
-    key = MOE.specialization(QWEN3_TP2, 1)
-    assert key.startswith("up:N=d16,K=d16,NK=d16,kg=d16,sg=d16,T=any,EM=ddddd,topk=8;down:")
-    assert MOE.specialization(QWEN3_TP2, 1) != MOE.specialization(QWEN3_TP2, 2)
-    assert MOE.specialization(QWEN3_TP2, 32) == MOE.specialization(QWEN3_TP2, 48)
