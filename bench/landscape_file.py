@@ -1,7 +1,7 @@
 """Writing landscape files, which the replay runner answers from (`tuner.measure.landscape`
 reads them; `Landscape`'s docstring gives the format): a landscape from (N, K, M, config,
-result) tuples, and its JSON text. Bench scripts and tests write landscapes; the tuner only reads
-them."""
+result) tuples, its JSON text, and a problem's optimum. Bench scripts and tests write
+landscapes; the tuner only reads them."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.core import CONFIG_KEYS  # noqa: E402
 from tuner.kernels.config import KernelConfig  # noqa: E402
-from tuner.measure.landscape import FORMAT, Landscape  # noqa: E402
+from tuner.measure.landscape import FORMAT, Landscape, RecordedTimings  # noqa: E402
 from tuner.measure.trial import TrialResult  # noqa: E402
 
 # One trial per row: the six config values in vLLM key order, then these.
@@ -70,3 +70,10 @@ def landscape_json(landscape: Landscape) -> str:
         "problems": problems,
     }
     return json.dumps(body, indent=1) + "\n"
+
+
+def optimum(runner: RecordedTimings) -> tuple[KernelConfig, TrialResult] | None:
+    """The fastest recorded ok config of one problem, the yardstick of search quality (None if
+    none)."""
+    ok = ((config, result) for config, result in runner.trials.items() if result.ok)
+    return min(ok, key=lambda item: (item[1].ok_latency_us, item[0]), default=None)

@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.landscape_file import landscape_json  # noqa: E402
+from bench.landscape_file import landscape_json, optimum  # noqa: E402
 from tuner.kernels.config import KernelConfig  # noqa: E402
 from tuner.kernels.dense.space import default_config  # noqa: E402
 from tuner.measure.landscape import Landscape, load_landscape  # noqa: E402
@@ -58,7 +58,7 @@ def score(landscape: Landscape, picked: Picked) -> dict[str, float]:
     ratios = []
     for key in sorted(landscape.problems):
         runner = landscape.runner(*key)
-        _, best = runner.optimum()
+        _, best = optimum(runner)
         chosen = runner.evaluate(picked[key])
         ratios.append(best.latency_us / chosen.latency_us if chosen.ok else 0.0)
     positive = min(ratios) > 0

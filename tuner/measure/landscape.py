@@ -146,8 +146,3 @@ class RecordedTimings:
         p20_us = result.ok_latency_us if result.p20_us is None else result.p20_us
         p80_us = result.ok_latency_us if result.p80_us is None else result.p80_us
         return p20_us + u * (p80_us - p20_us)
-
-    def optimum(self) -> tuple[KernelConfig, TrialResult] | None:
-        """The fastest recorded ok config, the yardstick of search quality (None if none)."""
-        ok = ((config, result) for config, result in self.trials.items() if result.ok)
-        return min(ok, key=lambda item: (item[1].ok_latency_us, item[0]), default=None)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bench.landscape_file import landscape_from_results, landscape_json
+from bench.landscape_file import landscape_from_results, landscape_json, optimum
 from tests.cli.robust import ENVIRONMENT
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
@@ -69,7 +69,7 @@ def test_round_trip_answers_and_one_read_until_the_file_changes(tmp_path):
     )
     missing = runner.evaluate(KernelConfig(64, 128, 128, 32, 2, 2))
     assert (missing.status, missing.error) == (TrialStatus.INVALID, NOT_RECORDED)
-    best, result = runner.optimum()
+    best, result = optimum(runner)
     assert best.BLOCK_SIZE_M == 64 and best.BLOCK_SIZE_N == 256
     assert result.latency_us == min(r.latency_us for r in runner.trials.values() if r.ok)
     with pytest.raises(KeyError, match=r"no \(N, K, M\) = \(1, 2, 3\)"):
