@@ -110,7 +110,6 @@ TOY = KernelFamily(
     files=FamilyFiles(
         file_name=_file_name,
         parse_file_name=_parse_file_name,
-        file_name_start="toy,",
         engine_folders=(EngineFolder("vllm", "0", "toyengine/configs", env=ENV),),
     ),
     workload=ToyWorkload.make,

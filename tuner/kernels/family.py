@@ -164,9 +164,6 @@ class FamilyFiles:
             not one of the family's names.
         file_triton_version: the family's files carry `"triton_version"` (vLLM's MoE loader
             drops the key; its dense loader would choke on it).
-        file_name_start: how each of the family's file names starts (e.g. "N=" dense, "E="
-            MoE); `tuner.kernels.registry.family_of_file` raises this family's parse error for
-            a name so started that no family parses.
         file_device: device_name -> the device part vLLM puts in the family's file names
             (default: the key itself).
         respell_file_name: (name, engine, device_name or None) -> the name as the engine
@@ -181,7 +178,6 @@ class FamilyFiles:
     file_name: Callable[[Shape, str, str], str]
     parse_file_name: Callable[[str], tuple[Shape, str, str]]
     file_triton_version: bool = False
-    file_name_start: str = ""
     file_device: Callable[[str], str] = lambda device_name: device_name
     respell_file_name: Callable[[str, str, str | None], str] | None = None
     engine_folders: tuple[EngineFolder, ...] = ()

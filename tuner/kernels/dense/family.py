@@ -160,7 +160,6 @@ DENSE = KernelFamily(
             shape.N, shape.K, device_name, shape.block_pair("dense"), engine=engine
         ),
         parse_file_name=_parse_file_name,
-        file_name_start="N=",
         respell_file_name=lambda name, engine, device_name: engine_file_name(name, engine),
         # vLLM 0.33.0: get_w8a8_block_configs (fp8_utils.py) reads the `configs` folder beside
         # it (earlier releases assumed, unchecked: "0"). SGLang: get_w8a8_block_fp8_configs

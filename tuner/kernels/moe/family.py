@@ -172,7 +172,6 @@ MOE = KernelFamily(
         parse_file_name=_parse_file_name,
         # benchmark_moe.py writes it (vLLM PR #24769); get_moe_configs pops it (fused_moe.py).
         file_triton_version=True,
-        file_name_start="E=",
         file_device=moe_device_name,
         respell_file_name=_respell,
         # vLLM 0.33.0: get_moe_configs reads $VLLM_TUNED_CONFIG_FOLDER first, then the `configs`
