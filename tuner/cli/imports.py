@@ -28,8 +28,7 @@ from tuner.files.format import (
     parse_import_name,
 )
 from tuner.files.merge import entries_left_out
-from tuner.measure.compile import compile_pool
-from tuner.measure.launch_check import check_entries, device_arch
+from tuner.measure.compile import check_entries, compile_pool, device_arch
 
 
 def list_config_folder(folder: Path) -> tuple[list[Path], list[tuple[Path, str]]]:

@@ -3,7 +3,7 @@ versions, vLLM's default kernels per family on the architecture (the tuner's tab
 0.33.0, which tests/engines checks against the wheel), whether the tuned files are read and
 what makes them read, and the kernel source a sweep here would time. Facts, not a GPU run:
 works with --arch alone. What is said of each family is the family's
-(`tuner.kernels.family.VllmServing`: its advice hook, in the family's folder, on
+(`tuner.kernels.family.KernelFamily.advice`: its hook, in the family's folder, on
 `tuner.kernels.serving`)."""
 
 from __future__ import annotations
@@ -103,8 +103,8 @@ def diagnose(question: Question, gpus: list[str], versions: dict[str, str]) -> D
         arch, capability, table_arch, table, question.model, question.linear_backend_triton
     )
     for family in FAMILIES.values():
-        if family.serving and family.serving.advice:
-            family.serving.advice(out, asked)
+        if family.advice:
+            family.advice(out, asked)
     if not out.helps:
         out.reasons.append(
             f"vLLM on {arch} reads no tuned file with default settings; "

@@ -48,7 +48,7 @@ from tuner.search.warm_start import related as related_timings
 from tuner.search.warm_start import warm_start_for_task
 
 if TYPE_CHECKING:
-    from tuner.measure.runners import ProblemRunner, Runner
+    from tuner.measure.runner import ProblemRunner, Runner
 
 # Exit codes of a worker besides 0 (no task left) and 130 (Ctrl-C).
 EXIT_PARENT_GONE = 3  # its supervisor died; it handed its task back
@@ -104,7 +104,7 @@ class WorkerSpec:
         db_url: SQLAlchemy URL of the store.
         sweep_id: the sweep whose tasks to claim; None for any sweep in scope.
         worker_id: unique name, stored on the tasks it claims.
-        runner: how it measures (`tuner.measure.runners`: a GPU, the interpreter, a replay).
+        runner: how it measures (`tuner.measure.runner`: a GPU, the interpreter, a replay).
         visible_device: CUDA_VISIBLE_DEVICES value that pins the worker to one GPU (a GPU
             runner's only).
         configs: explicit candidate list, or None for the sweep's named space.

@@ -11,14 +11,11 @@ from tuner.inputs.logs import scan_lines
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.gpus import KNOWN_GPUS, MAX_SHARED_BYTES
 from tuner.kernels.vllm_table import (
-    FP8_BLOCK_KERNELS,
     arch_of,
-    block_kernel_order,
     deepgemm_refusal,
     table_dense_kernel,
 )
-from tuner.measure.compile import CompileInfo, launch_problem
-from tuner.measure.launch_check import device_arch
+from tuner.measure.compile import CompileInfo, device_arch, launch_problem
 
 PREFIX = "(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:30 [__init__.py:640] "
 
@@ -35,13 +32,6 @@ def test_per_architecture_lines() -> None:
     capabilities = ("8.9", "9.0", "10.0", "12.0", "8.0", "", None)
     sm100 = "sm100/sm120"
     assert [arch_of(cc) for cc in capabilities] == ["sm89", "sm90", sm100, sm100, None, None, None]
-
-
-def test_humming_moves_ahead_of_marlin_on_sm90_only() -> None:
-    """The wheel's own list and capabilities: tests/engines/test_vllm_selection.py."""
-    listed = tuple(name for name, _ in FP8_BLOCK_KERNELS)
-    assert block_kernel_order(89) == block_kernel_order(None) == block_kernel_order(100) == listed
-    assert block_kernel_order(90) == (*listed[:4], listed[5], listed[4], *listed[6:])
 
 
 DEEPGEMM, CUTLASS = "DeepGemmFp8BlockScaledMMKernel", "CutlassFp8BlockScaledMMKernel"
@@ -121,7 +111,7 @@ def test_a_new_architecture_is_a_row_of_known_gpus_and_one_of_shared_memory(monk
         "NVIDIA_B300 is sm100/sm120 (B300: compute capability 10.3, from the table of known GPUs)."
     )
     config = KernelConfig(64, 128, 128, 32, 4, 3)
-    over = CompileInfo(103, config, "spec", "bfloat16", 232449, 128, 0, 1.0)
+    over = CompileInfo(103, config, 232449, 128, 0, 1.0)
     assert launch_problem(over).error == (
         "pruned before launch: shared memory 232449 bytes > 232448 bytes per block on sm103"
     )

@@ -31,11 +31,9 @@ from tuner.files.mounts import MountRequest, render_mounts
 from tuner.files.pull import render_pull_recipe
 from tuner.inputs.shapes import ShapesFileError, load_shapes, render_shapes_file
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import VllmServing
 from tuner.kernels.registry import FAMILIES, family_of_file, respell_file_name
 from tuner.kernels.shape import Shape
-from tuner.measure.runner import KernelRunner, Problem
-from tuner.measure.runners import InterpreterRunner
+from tuner.measure.runner import InterpreterRunner, KernelRunner, Problem
 from tuner.measure.trial import TrialStatus
 from tuner.run.plan import model_requests
 from tuner.run.worker import WorkerSpec, run_task
@@ -259,7 +257,7 @@ def test_a_file_is_imported_as_its_own_familys_and_exported_as_it_was(tmp_path, 
 
 
 def advise(out, asked) -> None:
-    """The toy's doctor advice (`VllmServing.advice`): one line, and vLLM reads its files."""
+    """The toy's doctor advice (`KernelFamily.advice`): one line, and vLLM reads its files."""
     out.lines.append(f"toy on {asked.arch} ({asked.table_arch})")
     out.helps.append("toy")
 
@@ -267,8 +265,7 @@ def advise(out, asked) -> None:
 def test_doctor_says_what_a_registered_family_says_of_itself(monkeypatch) -> None:
     from tuner.compare.doctor import Question, diagnose
 
-    serving = VllmServing(label="toy", advice=advise)
-    monkeypatch.setitem(FAMILIES, "toy", dataclasses.replace(TOY, serving=serving))
+    monkeypatch.setitem(FAMILIES, "toy", dataclasses.replace(TOY, advice=advise))
     monkeypatch.setattr("tuner.compare.doctor.vllm_version", lambda: None)
     out = diagnose(Question(arch="sm90"), gpus=[], versions={"triton": ""})
     assert out.lines[-1] == "toy on sm90 (sm90)"

@@ -17,8 +17,8 @@ from tests import storefill
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.measure import runners
-from tuner.measure.runners import make_runner
+from tuner.measure import runner as runners
+from tuner.measure.runner import make_runner
 from tuner.measure.trial import TrialResult
 from tuner.run.plan import trial_cap
 from tuner.run.worker import (
