@@ -35,7 +35,6 @@ from tuner.cli.output import console, plain
 from tuner.cli.store import existing_store, masked, open_db
 from tuner.core import REQUIRED_M, OutDtype
 from tuner.inputs.shapes import UnknownModelError, load_shapes
-from tuner.measure.runner import Runner
 from tuner.run.plan import model_requests, plan_lines, space_name
 from tuner.run.supervisor import interrupted, interrupted_exit
 from tuner.run.sweep import commonest_failure, run_workers, supervisor
