@@ -46,11 +46,12 @@ class FakeRunner:
         self.log = log
         self.default_samples = iter([99.0, 100.0, 101.0] * 100)
 
-    def check(self, config: KernelConfig) -> TrialResult:
-        self.log.append(("check", self.M, config.short()))
+    def check(self, candidate) -> TrialResult:
+        self.log.append(("check", self.M, candidate.config.short()))
         return TrialResult(TrialStatus.OK, rel_error=1e-3)
 
-    def sample_us(self, config: KernelConfig) -> float:
+    def sample_us(self, candidate) -> float:
+        config = candidate.config
         if config == KernelConfig.from_dict(DEFAULT):
             return next(self.default_samples)
         if config == KernelConfig.from_dict(FAST):
@@ -131,7 +132,7 @@ def test_bad_input_is_one_line_and_exit_2(store, fake_runner, monkeypatch):
         "another kernel or Triton than the current"
     )
     assert error == (
-        "error: no file of tiny TP 1 on TRITON_INTERPRETER to check (N=256,K=384: no M has a "
+        "error: TRITON_INTERPRETER: no file of tiny TP 1 to check (N=256,K=384: no M has a "
         "winner: nothing to write; M=1, 16 only have trials of another kernel or Triton "
         "(--allow-stale uses them); N=576,K=256: no M has a winner: nothing to write; M=1, 16 "
         "only have trials of another kernel or Triton (--allow-stale uses them))"
@@ -187,7 +188,7 @@ def test_default_m_set_is_the_sweeps_grid_and_m_all_adds_vllms_18(store, fake_ru
 def test_wrong_result_is_a_failure(store, fake_runner, monkeypatch):
     url, _ = store
     wrong = TrialResult(TrialStatus.WRONG_RESULT, error="relative error 0.5 >= 0.01")
-    monkeypatch.setattr(FakeRunner, "check", lambda self, config: wrong)
+    monkeypatch.setattr(FakeRunner, "check", lambda self, candidate: wrong)
     result = verify(url, "--allow-stale", code=1)
     rows = sections(result.stdout)["N=256,K=384"]
     assert [row[7] for row in rows[:3]] == ["failed: wrong_result: relative error 0.5 >= 0.01"] * 3

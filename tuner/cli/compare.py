@@ -6,17 +6,16 @@ the config vLLM would pick from this device's files (triton-tuned) and with
 vLLM's default config (triton-default), torch.nn.functional.scaled_mm with
 block-wise scales (torch-scaled_mm; on the interpreter, torch-dequant-cpu),
 vLLM's CUTLASS and DeepGEMM ops when vLLM is importable (vllm-cutlass,
-vllm-deepgemm), and Marlin and Humming through vLLM's own kernel classes
-(vllm-marlin, vllm-humming; their weight processing done before timing).
+vllm-deepgemm), and Marlin (sm89's default) through vLLM's own kernel
+class (vllm-marlin; its weight processing done before timing).
 Each kernel has that one name in the tables, the summary, the stored run
 and the report. Each is first checked against the float64
 reference; those that pass are timed interleaved as verify does. A kernel
 that cannot run here is shown as unavailable with the reason.
 
 Prints a table per shape, vLLM's default kernel on this GPU marked with *
-(the tuner's table of vLLM 0.33.0, per shape and model type), then
-for decode (M <= 32) and prefill (M >= 2048) the fastest kernel over the
-model's shapes, and per M, for decode and for prefill, whether
+(the tuner's table of vLLM 0.33.0, per shape and model type), then per M,
+for decode (M <= 32) and for prefill (M >= 2048), whether
 `--linear-backend triton` with the tuned files beats vLLM's default and by
 how much. The run is stored (GET /devices/{device}/comparisons, the report).
 
@@ -34,8 +33,6 @@ from dataclasses import astuple, dataclass
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import Progress
 
 from db import repo
 from tuner.cli.arguments import parse_m_values
@@ -65,9 +62,8 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.serving import TABLE
 from tuner.kernels.shape import Shape, as_block_shape
-from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
+from tuner.measure.noise import RETIME_ROUNDS
 from tuner.measure.runner import Problem
-from tuner.run.sweep import progress_columns
 
 DEFAULT_M = ",".join(map(str, REQUIRED_M))
 MOpt = Annotated[str, typer.Option("--m", help="M values to time, comma-separated.")]
@@ -99,7 +95,7 @@ def compare(
         model_shapes.pairs(), env["compute_capability"], out_dtype.value, model_shapes.model_type
     )
     points = run.all(m_values, tuned, defaults)
-    lines = versus.verdict_lines(points) + versus.flag_lines(points, defaults)
+    lines = versus.flag_lines(points, defaults)
     for line in lines:
         plain(line)
     with repo.session_scope(store) as session:
@@ -153,27 +149,16 @@ class _Compare:
             seed=0,
             interpreter_reps=self.interpreter_reps,
         )
-        return versus.compare_point(
-            (N, K, M), runner, candidates, missing, rounds=self.rounds, retime=retime_interleaved
-        )
+        return versus.compare_point((N, K, M), runner, candidates, missing, rounds=self.rounds)
 
     def all(self, m_values, tuned: dict, defaults: dict) -> list[ComparePoint]:
-        """Every (shape, M) with a progress bar on stderr; each shape's table as it ends."""
-        shapes = self.model_shapes.pairs()
+        """Every (shape, M); each shape's table as it ends."""
         unit = "GPU timings" if self.runner.on_gpu else f"CPU timings ({self.runner.name})"
         points = []
-        with Progress(
-            *progress_columns("points"), console=Console(stderr=True), transient=True
-        ) as bar:
-            task = bar.add_task("compare", total=len(shapes) * len(m_values))
-            for N, K in shapes:
-                shape_points = []
-                for M in m_values:
-                    shape_points.append(self.point(N, K, M, tuned.get((N, K))))
-                    bar.update(task, advance=1, description=f"N={N},K={K} M={M}")
-                bar.console.file.flush()
-                _print_shape(N, K, shape_points, unit, defaults[(N, K)])
-                points += shape_points
+        for N, K in self.model_shapes.pairs():
+            shape_points = [self.point(N, K, M, tuned.get((N, K))) for M in m_values]
+            _print_shape(N, K, shape_points, unit, defaults[(N, K)])
+            points += shape_points
         for name, reason in sorted(self.unavailable.items()):
             plain(f"not timed: {name}: {reason}")
         return points
@@ -190,7 +175,7 @@ def _print_shape(
         if t.status is not ComparisonStatus.UNAVAILABLE
         or any(p.latency(t.backend) is not None for p in points)
     ]
-    marked = versus.default_backend(points, default)
+    marked = versus.KERNEL_BACKENDS.get(default or "")
     cells = {
         (p.M, t.backend): f"{t.latency_us:.1f}" if t.latency_us is not None else t.status
         for p in points
@@ -200,7 +185,7 @@ def _print_shape(
     headers = [name + ("*" if name == marked else "") for name in shown]
     columns = [Column("M"), *(Column(h) for h in headers), Column("fastest", optional=True)]
     print_table(console, columns, rows, title=f"N={N},K={K}, latency_us, {unit}")
-    if marked is not None:
+    if marked in shown:
         plain(f"* vLLM's default kernel here: {default} (from {TABLE})")
     notes = {p.M: t.note for p in points for t in p.times if t.backend == TRITON_TUNED}
     plain(f"{TRITON_TUNED}: " + "; ".join(f"M={M} {note}" for M, note in notes.items()))
@@ -212,8 +197,7 @@ def _print_shape(
 
 def _tuned(store, device_name: str, run: _Compare, kernel: str) -> dict:
     """(N, K) -> the dense file's configs of this device in the store, from the trials of
-    `kernel`'s source ("auto", "vllm" or "builtin"); one line on stderr says whose files they
-    are and which kernel (`run.kernel`) times them (auto without vLLM may read its kernel's
+    `kernel`'s source ("auto", "vllm" or "builtin"; auto without vLLM may read its kernel's
     trials: `tuner.files.provenance.read_source`)."""
     read = store_files(
         store,
@@ -222,12 +206,6 @@ def _tuned(store, device_name: str, run: _Compare, kernel: str) -> dict:
         allow_stale=False,
         allow_partial=True,
         kernel=kernel,
-    )
-    current = read.view.scope.current
-    typer.echo(
-        f"triton-tuned: files of {current.source_label} kernel trials, triton "
-        f"{current.triton_minor or 'any'}; timed with the {run.kernel} kernel",
-        err=True,
     )
     return {
         (f.N, f.K): f.merged.configs

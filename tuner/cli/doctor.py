@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
-from dataclasses import replace
 from typing import Annotated
 
 import typer
@@ -12,11 +11,12 @@ import typer
 from tuner.cli.errors import fail
 from tuner.cli.options import TpOpt
 from tuner.cli.output import plain
-from tuner.compare.doctor import Question, diagnose
+from tuner.compare.doctor import diagnose
 from tuner.inputs.backends import linear_backend_value
 from tuner.inputs.devices import resolve_device
 from tuner.inputs.shapes import ShapesFileError, UnknownModelError, load_shapes
 from tuner.kernels.gpus import known_capability
+from tuner.kernels.serving import Diagnosis
 from tuner.kernels.vllm_table import capability_number
 from tuner.run import gpus as run_gpus
 
@@ -57,26 +57,7 @@ def doctor(
     """GPUs, versions, the kernels vLLM runs by default on the architecture, and whether the
     tuned files are read and what makes them read. Exit 0 when tuning here will change what
     vLLM runs, 1 with the reason when it will not."""
-    question = _question(arch, device, linear_backend, model, tp)
-    versions = {name: _installed(name) for name in ("torch", "triton")}
-    gpus = []
-    if versions["torch"]:
-        import torch  # optional: doctor answers without it, from --arch
-
-        versions["cuda"], gpus = torch.version.cuda or "", run_gpus.visible_gpus()
-    lines = [
-        f"{g.index}: {g.gpu_name} (sm{capability_number(g.compute_capability)}, {g.device_name})"
-        for g in gpus
-    ]
-    if gpus:  # the visible GPU answers what --arch and --device do not
-        visible = f"sm{capability_number(gpus[0].compute_capability)}"
-        question = replace(
-            question, arch=arch or visible, device_name=question.device_name or gpus[0].device_name
-        )
-    elif arch is None and question.device_name is not None:
-        known = known_capability(question.device_name)
-        question = replace(question, arch=f"sm{known}" if known else None)
-    found = diagnose(question, lines, versions)
+    found = _findings(arch, device, linear_backend, model, tp)
     for line in found.lines:
         plain(line)
     for reason in found.reasons:
@@ -86,15 +67,15 @@ def doctor(
     plain(f"tuning here changes what vLLM runs: its {' and '.join(found.helps)} files")
 
 
-def _question(
+def _findings(
     arch: str | None,
     device: str | None,
     linear_backend: str | None,
     model: str | None,
     tp: int | None,
-) -> Question:
-    """The options checked, as the question doctor answers before the visible GPU is asked; a
-    bad one exits 2 with one line."""
+) -> Diagnosis:
+    """The options checked (a bad one exits 2 with one line), the visible GPUs (which answer
+    what --arch and --device do not) and versions here, and `diagnose`'s findings of them."""
     if arch is not None and re.fullmatch(r"sm\d{2,3}", arch) is None:
         raise fail(f"--arch {arch!r} is not an architecture such as sm89 or sm90")
     if tp is not None and model is None:
@@ -107,7 +88,30 @@ def _question(
         )
     except (UnknownModelError, ShapesFileError, ValueError) as exc:
         raise fail(str(exc).strip("'\"")) from None
-    return Question(arch, device_name, asked, backend == "triton")
+    versions = {name: _installed(name) for name in ("torch", "triton")}
+    gpus = []
+    if versions["torch"]:
+        import torch  # optional: doctor answers without it, from --arch
+
+        versions["cuda"], gpus = torch.version.cuda or "", run_gpus.visible_gpus()
+    if gpus:
+        arch = arch or f"sm{capability_number(gpus[0].compute_capability)}"
+        device_name = device_name or gpus[0].device_name
+    elif arch is None and device_name is not None:
+        known = known_capability(device_name)
+        arch = f"sm{known}" if known else None
+    lines = [
+        f"{g.index}: {g.gpu_name} (sm{capability_number(g.compute_capability)}, {g.device_name})"
+        for g in gpus
+    ]
+    return diagnose(
+        arch,
+        lines,
+        versions,
+        device_name=device_name,
+        model=asked,
+        linear_backend_triton=backend == "triton",
+    )
 
 
 def _installed(name: str) -> str:

@@ -26,7 +26,6 @@ from typing import Annotated, Any
 
 import typer
 
-from db import repo
 from tuner.cli.arguments import load_configs, parse_m_values
 from tuner.cli.devices import measuring_device, resolve_kernel_choice
 from tuner.cli.errors import fail
@@ -44,14 +43,15 @@ from tuner.cli.store import open_db, store_files
 from tuner.cli.sweep import _plan_and_run
 from tuner.cli.tables import Column, print_table
 from tuner.compare import verify as core
+from tuner.compare.backends import CandidateRunner
 from tuner.compare.verify import ShapeVerification, Verdict, shape_label
 from tuner.core import OutDtype
 from tuner.inputs.shapes import ModelShapes, UnknownModelError, load_shapes
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import as_block_shape
-from tuner.measure.noise import REP_S, RETIME_ROUNDS, WARMUP_S
+from tuner.measure.noise import RETIME_ROUNDS
 from tuner.measure.runner import Problem
-from tuner.run.plan import SweepRequest, space_name
+from tuner.run.plan import SweepRequest
 from tuner.search.registry import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 MOpt = Annotated[
@@ -70,8 +70,8 @@ FixOpt = Annotated[
     bool,
     typer.Option(
         "--fix",
-        help="Tune the slower or failed M (a sweep of them, with the search of the sweeps that "
-        "made the files), check again, then publish.",
+        help="Tune the slower or failed M (a sweep of them, with `tuner sweep`'s default "
+        "search), check again, then publish.",
     ),
 ]
 
@@ -95,45 +95,32 @@ class _Verify:
     def __post_init__(self) -> None:
         self.device_name, self.runner, self.visible = self.device
         self.kernel, self.kernel_label = resolve_kernel_choice("auto")
-        self.space = space_name(self.configs, None, self.kernel_label)
         self.block_shape = as_block_shape(self.model_shapes.block_shape)
 
-    def files(self):
-        """The device's files now (`tuner.files.device.StoreFiles`)."""
+    def make_runner(self, N: int, K: int, M: int):
+        """The runner of (N, K, M) on this process's device, as `tuner compare` times with."""
+        problem = Problem(M, N, K, self.block_shape, self.out_dtype, kernel=self.kernel)
+        device = "cuda" if self.runner.on_gpu else "cpu"
+        return CandidateRunner(problem, device=device, library={})
+
+    def check(self, only: set[tuple[int, int]] | None, title: str):
+        """(results, lines of shapes without a file) of the device's files now, each shape
+        checked by `tuner.compare.verify.verify_shape`, with a table per shape. No file to
+        check exits 2; an interrupt exits 130."""
         stale, partial = self.allow
-        return store_files(
+        read = store_files(
             self.store,
             self.device_name,
             out_dtype=self.out_dtype,
             allow_stale=stale,
             allow_partial=partial,
         )
-
-    def make_runner(self, N: int, K: int, M: int):
-        """The problem runner of (N, K, M) on this process's device."""
-        problem = Problem(M, N, K, self.block_shape, self.out_dtype, kernel=self.kernel)
-        return self.runner.problem_runner(problem, seed=0, warmup_s=WARMUP_S, rep_s=REP_S)
-
-    def first_check(self) -> list[ShapeVerification]:
-        """The check before any --fix, with the shapes without a file and the summary. No file
-        to check exits 2."""
-        no_file = core.no_file_line(self.model_shapes, self.files().explained(), self.device_name)
-        if no_file is not None:
-            raise fail(no_file)
-        results, missing = self.check(None, f"on {self.device_name}")
-        for line in missing:
-            plain(line)
-        plain(core.summary_line(results))
-        return results
-
-    def check(self, only: set[tuple[int, int]] | None, title: str):
-        """(results, lines of shapes without a file) of the files now, each shape checked by
-        `tuner.compare.verify.verify_shape`, with a table per shape. Exits 130 when
-        interrupted."""
-        read = self.files()
-        planned, missing = core.plan(
-            self.model_shapes, read.explained(), read.view.grids, self.choice, only
-        )
+        try:
+            planned, missing = core.plan(
+                self.model_shapes, read.explained(), read.view.grids, self.choice, only
+            )
+        except ValueError as exc:
+            raise fail(f"{self.device_name}: {exc}") from None
         noise = 0.0 if self.runner.on_gpu else core.INTERPRETER_NOISE_FLOOR
         results = []
         try:
@@ -154,58 +141,59 @@ class _Verify:
                 print_shape_table(results[-1], f"{label} {title}")
         except KeyboardInterrupt:
             raise fail("interrupted", 130) from None
+        for line in missing:
+            plain(line)
         return results, missing
 
-    def run(self, shapes, m_values, search: tuple[str, int, int], what: str) -> None:
-        """Plan and run the sweep of `shapes` at `m_values` with `search` (strategy, trials,
-        seed), as `tuner sweep` does."""
-        strategy, trials, seed = search
-        request = SweepRequest(
-            device_name=self.device_name,
-            model=self.model_shapes.model,
-            tp=self.model_shapes.tp,
-            shapes=tuple(shapes),
-            block_shape=self.block_shape,
-            m_values=tuple(m_values),
-            strategy=strategy,
-            trials=trials,
-            seed=seed,
-            out_dtype=self.out_dtype,
-            configs=self.configs,
-            kernel=self.kernel,
-            kernel_label=self.kernel_label,
-        )
-        _plan_and_run(
+    def fix(self, results: list[ShapeVerification]) -> list[ShapeVerification]:
+        """`--fix`: `core.fix_passes` with this run's sweeps and checks, then the device's files
+        published as its next release (what a fleet downloads next)."""
+        try:
+            results = core.fix_passes(
+                results, self.tune, lambda only, n: self.check(only, f"after --fix pass {n}"), plain
+            )
+        except ValueError as exc:
+            raise fail(str(exc), 1) from None
+        stale, partial = self.allow
+        publish_device(
             self.store,
-            self.url,
-            request,
-            what,
-            no_run=False,
-            runner=self.runner,
-            visible=self.visible,
+            self.device_name,
+            reason="verify --fix",
+            allow_stale=stale,
+            allow_partial=partial,
+            out_dtype=self.out_dtype,
         )
+        return results
 
     def tune(self, offending: dict[tuple[int, int], list[int]]) -> None:
-        """One sweep per set of offending M, over the shapes that share it, with the search of
-        the latest sweep of this config space (`tuner sweep`'s defaults where there is none)."""
-        key = (self.device_name, self.model_shapes.model, self.model_shapes.tp, self.space)
-        with repo.session_scope(self.store) as session:
-            made = [
-                row
-                for row in repo.list_sweeps(session)
-                if (row.device_name, row.model, row.tp, row.space) == key
-            ]
-        search = (
-            (made[-1].strategy, made[-1].budget, made[-1].seed)
-            if made
-            else (DEFAULT_STRATEGY, DEFAULT_TRIALS, 0)
-        )
-        groups: dict[tuple[int, ...], list[tuple[int, int]]] = {}
-        for shape, m_values in sorted(offending.items()):
-            groups.setdefault(tuple(m_values), []).append(shape)
-        for group_m, shapes in sorted(groups.items()):
-            what = f"--fix of {' '.join(shape_label(N, K) for N, K in shapes)}"
-            self.run(shapes, group_m, search, what)
+        """`--fix`'s sweep of each shape at its offending M, planned and run as `tuner sweep`
+        with its default search does."""
+        for (N, K), m_values in sorted(offending.items()):
+            request = SweepRequest(
+                device_name=self.device_name,
+                model=self.model_shapes.model,
+                tp=self.model_shapes.tp,
+                shapes=((N, K),),
+                block_shape=self.block_shape,
+                m_values=tuple(m_values),
+                strategy=DEFAULT_STRATEGY,
+                trials=DEFAULT_TRIALS,
+                seed=0,
+                out_dtype=self.out_dtype,
+                configs=self.configs,
+                kernel=self.kernel,
+                kernel_label=self.kernel_label,
+            )
+            what = f"--fix of {shape_label(N, K)}"
+            _plan_and_run(
+                self.store,
+                self.url,
+                request,
+                what,
+                no_run=False,
+                runner=self.runner,
+                visible=self.visible,
+            )
 
 
 def print_shape_table(result: ShapeVerification, title: str) -> None:
@@ -266,8 +254,7 @@ def verify(
     out_dtype: OutDtypeOpt = OutDtype.bfloat16,
     db: DbOpt = None,
 ) -> None:
-    """`tuner verify`: its help is this module's docstring (`app.command(help=...)`); --fix's
-    files are published as the device's next release (what a fleet downloads next)."""
+    """`tuner verify`: its help is this module's docstring (`app.command(help=...)`)."""
     model_shapes, choice = _model(model, tp, m)
     candidates = load_configs(configs)
     if not model_shapes.of(DEFAULT_FAMILY):
@@ -277,22 +264,10 @@ def verify(
     allow = (allow_stale, allow_partial)
     dtype = out_dtype.value
     run = _Verify(store, url, model_shapes, found, choice, dtype, rounds, allow, candidates)
-    results = run.first_check()
+    results, _ = run.check(None, f"on {run.device_name}")
+    plain(core.summary_line(results))
     if fix:
-        try:
-            results = core.fix_passes(
-                results, run.tune, lambda only, n: run.check(only, f"after --fix pass {n}"), plain
-            )
-        except ValueError as exc:
-            raise fail(str(exc), 1) from None
-        publish_device(
-            store,
-            run.device_name,
-            reason="verify --fix",
-            allow_stale=allow_stale,
-            allow_partial=allow_partial,
-            out_dtype=dtype,
-        )
+        results = run.fix(results)
     lines = core.offending_lines(results)
     for line in lines:
         typer.echo(line, err=True)

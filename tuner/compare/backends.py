@@ -1,11 +1,11 @@
 """The kernels `tuner compare` times besides our Triton kernel: torch's block-scaled FP8
-matmul, vLLM's CUTLASS and DeepGEMM ops, and vLLM's Marlin and Humming classes, each on the
+matmul, vLLM's CUTLASS and DeepGEMM ops, and vLLM's Marlin class (sm89's default), each on the
 inputs of one `CandidateRunner` (our KernelRunner: the same check against the float64
 reference and the same timing as a trial).
 
 Facts about vLLM 0.33.0 (its files under vllm/model_executor/):
-- kernels/linear/scaled_mm/marlin.py `MarlinFP8ScaledMMLinearKernel` and humming.py
-  `HummingFP8ScaledMMLinearKernel` subclass `FP8ScaledMMLinearKernel`, whose constructor takes
+- kernels/linear/scaled_mm/marlin.py `MarlinFP8ScaledMMLinearKernel` subclasses
+  `FP8ScaledMMLinearKernel`, whose constructor takes
   `(FP8ScaledMMLinearLayerConfig, layer_param_names)`; `is_supported()` is a `(bool, reason)`
   classmethod. Marlin is weight-only FP8 (W8A16): `apply_weights` takes the layer input as it is.
 - layers/quantization/fp8.py `Fp8LinearMethod.create_weights`: the layer carries `weight`
@@ -29,24 +29,19 @@ from tuner.compare.versus import (
     TORCH_SCALED_MM,
     VLLM_CUTLASS,
     VLLM_DEEPGEMM,
-    VLLM_HUMMING,
     VLLM_MARLIN,
     Candidate,
 )
 from tuner.core import error_line
 from tuner.kernels.serving import block_fp8_layer_config
-from tuner.kernels.vllm_table import HUMMING, MARLIN
+from tuner.kernels.vllm_table import MARLIN
 from tuner.measure.runner import KernelRunner, Problem
 
 # A library kernel: (A [M, K] fp8, As [M, ceil(K/group_k)] fp32, B [N, K] fp8,
 # Bs [ceil(N/group_n), ceil(K/group_k)] fp32, out dtype, block_shape) -> C [M, N].
 LibraryKernel = Callable[..., object]
-_SCALED_MM = "vllm.model_executor.kernels.linear.scaled_mm"
-# kernel name -> (module, class name), vLLM 0.33.0.
-CLASSES = {
-    VLLM_MARLIN: (f"{_SCALED_MM}.marlin", MARLIN),
-    VLLM_HUMMING: (f"{_SCALED_MM}.humming", HUMMING),
-}
+# vLLM 0.33.0's module of MARLIN, the class.
+MARLIN_MODULE = "vllm.model_executor.kernels.linear.scaled_mm.marlin"
 
 
 def _torch_scaled_mm(A, As, B, Bs, out_dtype, block_shape):
@@ -128,33 +123,31 @@ def _probe(kernel: LibraryKernel, device: str) -> str | None:
     return None
 
 
-def _layer_class(name: str, block_shape: tuple[int, int]) -> LayerKernel | str:
-    """vLLM's class of this kernel as a LayerKernel, or why it is not timed (one line)."""
-    module, class_name = CLASSES[name]
+def _marlin(block_shape: tuple[int, int]) -> LayerKernel | str:
+    """vLLM's Marlin class as a LayerKernel, or why it is not timed (one line)."""
     try:
-        kernel_class = getattr(importlib.import_module(module), class_name)
+        kernel_class = getattr(importlib.import_module(MARLIN_MODULE), MARLIN)
         if tuple(block_shape) != (128, 128):
-            return f"block_shape {list(block_shape)}: only [128, 128] is wired to {class_name}"
+            return f"block_shape {list(block_shape)}: only [128, 128] is wired to {MARLIN}"
         supported, reason = kernel_class.is_supported()
     except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
-        return f"{class_name} not importable ({error_line(exc)})"
-    return LayerKernel(kernel_class) if supported else f"{class_name}: {reason}"
+        return f"{MARLIN} not importable ({error_line(exc)})"
+    return LayerKernel(kernel_class) if supported else f"{MARLIN}: {reason}"
 
 
 def library_kernels(
     device: str, block_shape: tuple[int, int] = (128, 128)
 ) -> tuple[dict[str, LibraryKernel], dict[str, str]]:
     """(kernel name -> library kernel, kernel name -> why it is not timed) on `device`
-    ("cuda" or "cpu"): torch's, vLLM's ops on a GPU, and Marlin and Humming through vLLM's
-    classes wherever vLLM's own `is_supported` says they run."""
-    import torch.nn.functional as F
-
+    ("cuda" or "cpu"): torch's where it runs a small product, vLLM's ops on a GPU, and
+    Marlin through vLLM's class wherever vLLM's own `is_supported` says it runs."""
     kernels: dict[str, LibraryKernel] = {}
-    no_scaled_mm = "this torch has no torch.nn.functional.scaled_mm with ScalingType"
-    unavailable: dict[str, str | None] = {TORCH_SCALED_MM: no_scaled_mm}
-    if hasattr(F, "scaled_mm") and hasattr(F, "ScalingType"):
+    unavailable: dict[str, str] = {}
+    torch_why = _probe(_torch_scaled_mm, device)
+    if torch_why is None:
         kernels[TORCH_SCALED_MM] = _torch_scaled_mm
-        unavailable[TORCH_SCALED_MM] = _probe(kernels[TORCH_SCALED_MM], device)
+    else:
+        unavailable[TORCH_SCALED_MM] = torch_why
     if device == "cpu":
         kernels[TORCH_CPU] = _torch_cpu_dequant
         why = "CPU run: vLLM's GPU kernels are not timed"
@@ -163,14 +156,12 @@ def library_kernels(
         ops, why_not = _vllm_ops()
         kernels.update(ops)
         unavailable.update(why_not)
-    for name in CLASSES:
-        loaded = _layer_class(name, block_shape)
-        if isinstance(loaded, str):
-            unavailable[name] = loaded
-        else:
-            kernels[name] = loaded
-    usable = {name: k for name, k in kernels.items() if unavailable.get(name) is None}
-    return usable, {name: why for name, why in unavailable.items() if why is not None}
+    marlin = _marlin(block_shape)
+    if isinstance(marlin, str):
+        unavailable[VLLM_MARLIN] = marlin
+    else:
+        kernels[VLLM_MARLIN] = marlin
+    return kernels, unavailable
 
 
 class LayerKernel:

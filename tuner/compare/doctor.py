@@ -9,7 +9,6 @@ works with --arch alone. What is said of each family is the family's
 from __future__ import annotations
 
 import importlib.metadata
-from dataclasses import dataclass
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -27,24 +26,6 @@ from tuner.kernels.vllm_table import (
     arch_of,
     capability_number,
 )
-
-
-@dataclass(frozen=True)
-class Question:
-    """What doctor answers for.
-
-    Attributes:
-        arch: "sm90", "sm89", ...: the visible GPU's or --arch; None when neither is known.
-        device_name: vLLM's key of the GPU (visible or --device); None when unknown.
-        model: the `tuner.inputs.shapes.ModelShapes` vLLM serves (--model, --tp); None when
-            not given.
-        linear_backend_triton: the server runs with `--linear-backend triton`.
-    """
-
-    arch: str | None
-    device_name: str | None = None
-    model: ModelShapes | None = None
-    linear_backend_triton: bool = False
 
 
 def triton_needed() -> str | None:
@@ -72,13 +53,24 @@ def spec_minor(spec: str) -> str | None:
     return f"{versions[0].major}.{versions[0].minor}" if versions else None
 
 
-def diagnose(question: Question, gpus: list[str], versions: dict[str, str]) -> Diagnosis:
-    """The findings for one architecture: `gpus`, one line per visible GPU ([] when none);
-    `versions`, torch's, triton's and cuda's ("" when not installed)."""
+def diagnose(
+    arch: str | None,
+    gpus: list[str],
+    versions: dict[str, str],
+    *,
+    device_name: str | None = None,
+    model: ModelShapes | None = None,
+    linear_backend_triton: bool = False,
+) -> Diagnosis:
+    """The findings for one architecture (`arch`: "sm90", the visible GPU's or --arch; None
+    when neither is known): `gpus`, one line per visible GPU ([] when none); `versions`,
+    torch's, triton's and cuda's ("" when not installed); `device_name`, vLLM's key of the
+    GPU; `model`, the model vLLM serves (--model, --tp); `linear_backend_triton`, the server
+    runs with `--linear-backend triton`."""
     out = Diagnosis()
-    say, arch = out.lines.append, question.arch
+    say = out.lines.append
     say("GPUs: " + ("; ".join(gpus) if gpus else "none visible"))
-    say(f"architecture: {arch or 'unknown'}, device_name: {question.device_name or 'unknown'}")
+    say(f"architecture: {arch or 'unknown'}, device_name: {device_name or 'unknown'}")
     say(
         f"torch {versions.get('torch') or 'not installed'}, triton "
         f"{versions.get('triton') or 'not installed'}, CUDA {versions.get('cuda') or 'none'}"
@@ -99,9 +91,7 @@ def diagnose(question: Question, gpus: list[str], versions: dict[str, str]) -> D
         )
         out.reasons.append(f"{arch} has no FP8 dot: the block-FP8 kernels cannot run")
         return out
-    asked = Asked(
-        arch, capability, table_arch, table, question.model, question.linear_backend_triton
-    )
+    asked = Asked(arch, capability, table_arch, table, model, linear_backend_triton)
     for family in FAMILIES.values():
         if family.serving and family.serving.advice:
             family.serving.advice(out, asked)

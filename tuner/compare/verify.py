@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from tuner.compare.versus import check_failure
-from tuner.core import VLLM_M_GRID, error_line
+from tuner.compare.versus import TRITON_DEFAULT, TRITON_TUNED, Candidate, compare_point
+from tuner.core import VLLM_M_GRID, ComparisonStatus
 from tuner.files.format import vllm_pick_key
 from tuner.files.merge import DeviceFiles
 from tuner.inputs.shapes import ModelShapes
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import FamilyShape, Shape, as_block_shape
-from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
+from tuner.measure.noise import RETIME_ROUNDS
 
 # The least noise a loss must exceed on the interpreter, as a fraction of the default's median:
 # CPU timings swing between rounds more than a few samples' spread shows. From
@@ -35,8 +35,8 @@ MAX_FIX_PASSES = 3
 M_ALL = "all"
 # `--m`: None (the sweeps' grid), M_ALL, or the listed M values.
 MChoice = str | tuple[int, ...] | None
-# (N, K, M) -> a runner with check(config) -> TrialResult and sample_us(config) -> float
-# (tuner.measure.runner.KernelRunner on a device or the interpreter).
+# (N, K, M) -> a runner with check(candidate) -> TrialResult and sample_us(candidate) -> float
+# (tuner.compare.backends.CandidateRunner on a device or the interpreter).
 RunnerFactory = Callable[[int, int, int], Any]
 
 
@@ -153,15 +153,6 @@ def judge(chosen: Any, default: Any, noise_floor: float = 0.0) -> tuple[Verdict,
     return (Verdict.SLOWER if slower else Verdict.OK), noise_us
 
 
-def _failure(runner: Any, config: KernelConfig, default: KernelConfig) -> str | None:
-    """Why the pick or the default fails its check against the float64 reference, or None."""
-    for checked_config, label in ((config, ""), (default, "default config ")):
-        reason = check_failure(runner, checked_config)
-        if reason is not None:
-            return label + reason
-    return None
-
-
 def verify_shape(
     shape: Shape,
     configs: Mapping[int, Mapping[str, int]],
@@ -171,13 +162,12 @@ def verify_shape(
     family: str = DEFAULT_FAMILY,
     rounds: int = RETIME_ROUNDS,
     noise_floor: float = 0.0,
-    retime: Callable[..., Sequence[Any]] = retime_interleaved,
 ) -> ShapeVerification:
     """Time, at each M of `m_points`, the config vLLM runs from this file (`configs`: M key ->
     vLLM's six keys) against the family's default config at that M. Where the pick is the
-    default nothing runs; otherwise a runner for (N, K, M) checks the pick, then the default,
-    against the float64 reference (a wrong result or a failed launch is FAILED), then `retime`
-    samples both interleaved and `judge` decides.
+    default nothing runs; otherwise `tuner compare`'s `compare_point` checks both against the
+    float64 reference with a runner for (N, K, M) (a wrong result, a failed launch or timing
+    is FAILED) and times them interleaved, and `judge` decides.
 
     Raises:
         ValueError: no configs, an entry without vLLM's six keys, or an unknown family.
@@ -190,16 +180,16 @@ def verify_shape(
         if config == default:
             return PointResult(M, key, config, Verdict.OK, False)
         reason = kernels.why_invalid(config, shape)
-        runner: Any = None if reason else make_runner(shape.N, shape.K, M)
-        error = f"invalid config: {reason}" if reason else _failure(runner, config, default)
-        if error is None:
-            try:
-                timed = retime(runner.sample_us, [config, default], rounds=rounds)
-            except Exception as exc:  # noqa: BLE001
-                error = f"timing failed: {error_line(exc)}"
-        if error is not None:
+        if reason:
+            error = f"invalid config: {reason}"
             return PointResult(M, key, config, Verdict.FAILED, False, error=error)
-        chosen, base = (next(r for r in timed if r.config == c) for c in (config, default))
+        runner = make_runner(shape.N, shape.K, M)
+        pair = [Candidate(TRITON_TUNED, config), Candidate(TRITON_DEFAULT, default)]
+        chosen, base = compare_point((shape.N, shape.K, M), runner, pair, {}, rounds=rounds).times
+        for timed, label in ((chosen, ""), (base, "default config ")):
+            if timed.status is not ComparisonStatus.OK:
+                error = label + timed.note
+                return PointResult(M, key, config, Verdict.FAILED, False, error=error)
         verdict, noise_us = judge(chosen, base, noise_floor)
         return PointResult(
             M, key, config, verdict, True, chosen.latency_us, base.latency_us, noise_us
@@ -226,16 +216,21 @@ def plan(
     only: set[tuple[int, int]] | None = None,
 ) -> tuple[list[PlannedShape], list[str]]:
     """The model's dense shapes to check (those of `only` when given), in model order, and one
-    line per shape without a file (vLLM runs its default config there)."""
+    line per shape without a file (vLLM runs its default config there).
+
+    Raises:
+        ValueError: none of the model's dense shapes has a file to check (one line).
+    """
     by_key = {file.key: file for file in files.files}
     skipped = {item.key: item.reason for item in files.skipped}
-    planned, missing = [], []
+    planned, missing, reasons_of = [], [], []
     for N, K in model_shapes.shapes:
         key = FamilyShape(DEFAULT_FAMILY, Shape(N, K, as_block_shape(model_shapes.block_shape)))
         if only is not None and (N, K) not in only:
             continue
         if key not in by_key:
             reason = skipped.get(key, "no trials in the store")
+            reasons_of.append(f"{shape_label(N, K)}: {reason}")
             missing.append(
                 f"{shape_label(N, K)}: no file ({reason}); vLLM runs its default config there"
             )
@@ -243,24 +238,12 @@ def plan(
         configs = by_key[key].merged.configs
         m_points = check_points(configs, shape_grid(choice, grids.get(key, ())))
         planned.append(PlannedShape(key.shape, configs, tuple(m_points)))
+    if not planned and only is None:
+        reasons = "; ".join(reasons_of)
+        raise ValueError(
+            f"no file of {model_shapes.model} TP {model_shapes.tp} to check ({reasons})"
+        )
     return planned, missing
-
-
-def no_file_line(model_shapes: ModelShapes, files: DeviceFiles, device_name: str) -> str | None:
-    """The error line when none of the model's dense shapes has a file to check, else None."""
-    planned, _ = plan(model_shapes, files, {}, ())
-    if planned:
-        return None
-    shapes = set(model_shapes.shapes)
-    reasons = "; ".join(
-        f"{shape_label(item.N, item.K)}: {item.reason}"
-        for item in files.skipped
-        if (item.N, item.K) in shapes
-    )
-    return (
-        f"no file of {model_shapes.model} TP {model_shapes.tp} on {device_name} "
-        f"to check ({reasons or 'no trials of its shapes'})"
-    )
 
 
 def summary_line(results: Sequence[ShapeVerification]) -> str:
@@ -293,8 +276,8 @@ def fix_passes(
     say: Callable[[str], None],
 ) -> list[ShapeVerification]:
     """`--fix`: tune each shape's offending M (`tune`), then check the shapes it touched again
-    in full (`check_again(shapes, pass)`: new keys make new midpoints), up to MAX_FIX_PASSES
-    times; the latest result of every shape.
+    in full (`check_again(shapes, pass)`: new keys make new midpoints; it says which shapes
+    have no file), up to MAX_FIX_PASSES times; the latest result of every shape.
 
     Raises:
         ValueError: a touched shape has no file afterwards.
@@ -306,8 +289,6 @@ def fix_passes(
             break
         tune(offending)
         again, missing = check_again(set(offending), fix_pass)
-        for line in missing:
-            say(line)
         if missing:
             raise ValueError(f"{len(missing)} shape(s) have no file after --fix; see above")
         latest.update({(result.N, result.K): result for result in again})

@@ -1,8 +1,9 @@
 """`tuner compare`'s core (pure): the one name of each kernel it times, the kernels of one
-(N, K, M) checked and timed interleaved, vLLM's default kernel per shape, and the verdicts:
-which kernel wins decode and prefill, and whether `--linear-backend triton` with the tuned
-files beats vLLM's default. The runner and the clock come from the caller, so this runs the
-same with a GPU, the interpreter or fakes; nothing here imports torch, Triton or vLLM.
+(N, K, M) checked and timed interleaved (as `tuner verify` times vLLM's pick), vLLM's default
+kernel per shape, and the verdict: whether `--linear-backend triton` with the tuned files
+beats vLLM's default, per M, for decode and for prefill. The runner and the clock come from
+the caller, so this runs the same with a GPU, the interpreter or fakes; nothing here imports
+torch, Triton or vLLM.
 
 vLLM's default kernel per shape is the tuner's table of vLLM 0.33.0
 (`tuner.kernels.vllm_table.table_dense_kernel`, checked against the wheel in tests/engines).
@@ -18,7 +19,7 @@ from tuner.core import ComparisonStatus, TrialStatus, error_line, geomean, one_l
 from tuner.kernels import vllm_table
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.serving import TABLE
-from tuner.measure.noise import percentiles
+from tuner.measure.noise import retime_interleaved
 from tuner.measure.trial import TrialResult
 
 # The one name of each kernel, alike in the tables, summary lines, "not timed" lines, the stored
@@ -30,13 +31,15 @@ TORCH_CPU = "torch-dequant-cpu"  # dequantize + matmul on the CPU (the interpret
 VLLM_DEEPGEMM = "vllm-deepgemm"
 VLLM_CUTLASS = "vllm-cutlass"
 VLLM_MARLIN = "vllm-marlin"
-VLLM_HUMMING = "vllm-humming"
 # Column order of the tables.
-BACKENDS = (TRITON_TUNED, TRITON_DEFAULT, TORCH_SCALED_MM, TORCH_CPU) + (
+BACKENDS = (
+    TRITON_TUNED,
+    TRITON_DEFAULT,
+    TORCH_SCALED_MM,
+    TORCH_CPU,
     VLLM_DEEPGEMM,
     VLLM_CUTLASS,
     VLLM_MARLIN,
-    VLLM_HUMMING,
 )
 # vLLM 0.33.0 class name (kernels/linear/scaled_mm/*.py) -> the kernel name that times it.
 KERNEL_BACKENDS = {
@@ -99,45 +102,32 @@ class ComparePoint:
         return min(timed)[2] if timed else None
 
 
-def check_failure(runner: Any, candidate: Any) -> str | None:
-    """Why `runner.check(candidate)` (a Candidate, or a KernelConfig in verify) fails against
-    the float64 reference, one line (`status: error`; a raise is a crash), or None when ok."""
+def _checked(runner: Any, candidate: Candidate) -> BackendTime:
+    """A candidate checked against the float64 reference: ok (untimed yet) or failed with
+    `status: error` in one line (a kernel that raises fails, it does not crash the run)."""
     try:
         checked = runner.check(candidate)
     except Exception as exc:  # noqa: BLE001 - a kernel that cannot run fails, not crashes
         checked = TrialResult(TrialStatus.CRASHED, error=error_line(exc))
-    if checked.status is TrialStatus.OK:
-        return None
-    return one_line(f"{checked.status.value}: {checked.error}")
-
-
-def _checked(runner: Any, candidate: Candidate) -> BackendTime:
-    """A candidate checked against the float64 reference: ok (untimed yet) or failed."""
-    reason = check_failure(runner, candidate)
-    if reason is not None:
-        return BackendTime(candidate.backend, ComparisonStatus.FAILED, note=reason)
+    if checked.status is not TrialStatus.OK:
+        note = one_line(f"{checked.status.value}: {checked.error}")
+        return BackendTime(candidate.backend, ComparisonStatus.FAILED, note=note)
     note = candidate.config.short() if candidate.config is not None else ""
     return BackendTime(candidate.backend, ComparisonStatus.OK, note=note)
 
 
-def _timed(runner: Any, passed: Sequence[Candidate], rounds: int, retime: Callable) -> list:
-    """Interleaved (median, p20, p80) of the passed candidates; when timing them together
-    raises (a kernel that checks but cannot be timed, e.g. not capturable), each is timed
-    alone, and one that still raises gets its one-line reason (a str) instead."""
-    if len(passed) > 1:
-        try:
-            timed = retime(runner.sample_us, passed, rounds=rounds)
-            return [(r.latency_us, r.p20_us, r.p80_us) for r in timed]
-        except Exception:  # noqa: BLE001 - find the culprit below, alone
-            pass
-    results: list = []
-    for candidate in passed:
-        try:
-            samples = [runner.sample_us(candidate) for _ in range(max(rounds, 2))]
-            results.append(percentiles(samples))
-        except Exception as exc:  # noqa: BLE001 - a kernel that cannot be timed fails
-            results.append(f"timing: {error_line(exc)}")
-    return results
+def _timed(runner: Any, candidates: Sequence[Any], rounds: int) -> list:
+    """Interleaved re-timings (tuner.measure.noise.Retime) of the candidates; when timing them
+    together raises (a kernel that checks but cannot be timed, e.g. not capturable), each is
+    timed alone, and one that still raises gets its one-line reason (a str) instead."""
+    if not candidates:
+        return []
+    try:
+        return retime_interleaved(runner.sample_us, candidates, rounds=rounds)
+    except Exception as exc:  # noqa: BLE001 - find the culprit below, alone
+        if len(candidates) == 1:
+            return [f"timing: {error_line(exc)}"]
+    return [result for c in candidates for result in _timed(runner, [c], rounds)]
 
 
 def compare_point(
@@ -147,13 +137,13 @@ def compare_point(
     unavailable: Mapping[str, str],
     *,
     rounds: int,
-    retime: Callable,
 ) -> ComparePoint:
     """Check each candidate of (N, K, M) = `shape` against the float64 reference with
     `runner` (`check` and `sample_us` of a Candidate), then time those that pass interleaved,
-    one sample of each per round (`retime`, tuner.measure.noise.retime_interleaved), as verify
-    does. A tuned config that is vLLM's default config is timed once, as triton-default, and
-    triton-tuned gets its numbers. `unavailable`: kernel -> why it is not timed here."""
+    one sample of each per round (tuner.measure.noise.retime_interleaved); `tuner verify`
+    times vLLM's pick against the default config with it too. A tuned config that is vLLM's
+    default config is timed once, as triton-default, and triton-tuned gets its numbers.
+    `unavailable`: kernel -> why it is not timed here."""
     times = {
         name: BackendTime(name, ComparisonStatus.UNAVAILABLE, note=reason)
         for name, reason in unavailable.items()
@@ -163,41 +153,19 @@ def compare_point(
     timing = [c for c in candidates if not (same and c.backend == TRITON_TUNED)]
     times.update({c.backend: _checked(runner, c) for c in timing})
     passed = [c for c in timing if times[c.backend].status is ComparisonStatus.OK]
-    for candidate, result in zip(passed, _timed(runner, passed, rounds, retime), strict=True):
+    for candidate, result in zip(passed, _timed(runner, passed, rounds), strict=True):
         old = times[candidate.backend]
         times[candidate.backend] = (
             replace(old, status=ComparisonStatus.FAILED, note=result)
             if isinstance(result, str)
-            else replace(old, latency_us=result[0], p20_us=result[1], p80_us=result[2])
+            else replace(
+                old, latency_us=result.latency_us, p20_us=result.p20_us, p80_us=result.p80_us
+            )
         )
     if same:
         note = "vLLM's default config (the file picks it here)"
         times[TRITON_TUNED] = replace(times[TRITON_DEFAULT], backend=TRITON_TUNED, note=note)
     return ComparePoint(*shape, tuple(times[name] for name in BACKENDS if name in times))
-
-
-def _regime_line(points: Sequence[ComparePoint], regime: str, keep: Callable[[int], bool]) -> str:
-    """Which kernel wins one regime over a model's shapes: the lowest geometric mean over its
-    points of the kernels timed at every one of them, and each one's time over tuned
-    Triton's (above 1: tuned Triton faster)."""
-    chosen = [p for p in points if keep(p.M)]
-    names = [n for n in BACKENDS if chosen and all(p.latency(n) is not None for p in chosen)]
-    if TRITON_TUNED not in names:
-        return f"{regime}: no point where the kernels could all be compared"
-    means = {n: geomean([p.latency(n) or 0.0 for p in chosen]) for n in names}
-    winner = min(names, key=lambda name: (means[name], BACKENDS.index(name)))
-    ratios = ", ".join(
-        f"{name} {means[name] / means[TRITON_TUNED]:.3g}x" for name in names if name != TRITON_TUNED
-    )
-    return (
-        f"{regime}: {winner} is fastest over {len(chosen)} point(s); "
-        f"time of each vs triton-tuned (above 1: tuned Triton faster): {ratios}"
-    )
-
-
-def verdict_lines(points: Sequence[ComparePoint]) -> list[str]:
-    """The decode (M <= 32) and prefill (M >= 2048) verdicts."""
-    return [_regime_line(points, regime, keep) for regime, keep in REGIMES]
 
 
 def default_kernels(
@@ -213,13 +181,6 @@ def default_kernels(
         (N, K): vllm_table.table_dense_kernel(capability, N, K, out_dtype, model_type)
         for N, K in shapes
     }
-
-
-def default_backend(points: Sequence[ComparePoint], kernel: str | None) -> str | None:
-    """The kernel name that times vLLM's default `kernel`, when it was timed at some point of
-    `points` (one shape's); else None."""
-    name = KERNEL_BACKENDS.get(kernel or "")
-    return name if any(p.latency(name or "") is not None for p in points) else None
 
 
 def beats(ratio: float, other: str) -> str:
@@ -239,22 +200,18 @@ def flag_lines(
     """Whether `--linear-backend triton` with the tuned files beats vLLM's default kernel
     (`defaults`, per shape): per M (geometric mean over shapes of the default's time over
     tuned Triton's), then decode and prefill apart (over their points)."""
-    chosen: dict[tuple[int, int], str] = {}
-    for N, K in {(p.N, p.K) for p in points}:
-        name = default_backend([p for p in points if (p.N, p.K) == (N, K)], defaults[(N, K)])
-        if name is not None:
-            chosen[(N, K)] = name
     ratios: dict[int, list[float]] = {}
+    timed_as = set()
     for point in points:
-        tuned = point.latency(TRITON_TUNED)
-        name = chosen.get((point.N, point.K))
-        default_us = point.latency(name) if name else None
+        name = KERNEL_BACKENDS.get(defaults[(point.N, point.K)] or "", "")
+        tuned, default_us = point.latency(TRITON_TUNED), point.latency(name)
         if tuned is not None and default_us is not None:
             ratios.setdefault(point.M, []).append(default_us / tuned)
+            timed_as.add(name)
     kernels = ", ".join(sorted({kernel for kernel in defaults.values() if kernel}))
     if not ratios:
         return [f"vLLM's default kernel ({kernels or 'not known here'}) was not timed here"]
-    other = " / ".join(sorted(set(chosen.values())))
+    other = " / ".join(sorted(timed_as))
     lines = [
         f"vLLM's default here: {kernels} (timed as {other}; from {TABLE}). "
         "--linear-backend triton with the tuned files vs it, per M (geometric mean over shapes):"

@@ -14,7 +14,6 @@ from tuner.compare.verify import (
     check_points,
     fix_passes,
     judge,
-    no_file_line,
     plan,
     verify_shape,
 )
@@ -68,7 +67,8 @@ def test_judge_slower_only_beyond_the_larger_spread_or_the_noise_floor():
 
 
 class FakeRunner:
-    """sample_us answers from a fixed list per config, in order; check answers `status`."""
+    """sample_us answers from a fixed list per config, in order; check answers `status`. Both
+    take `tuner compare`'s Candidates, as `verify_shape` passes them."""
 
     def __init__(self, samples, status=TrialStatus.OK, failing=None) -> None:
         self.samples = {config: list(values) for config, values in samples.items()}
@@ -76,7 +76,8 @@ class FakeRunner:
         self.checked: list[KernelConfig] = []
         self.sampled: list[KernelConfig] = []
 
-    def check(self, config: KernelConfig) -> TrialResult:
+    def check(self, candidate) -> TrialResult:
+        config = candidate.config
         self.checked.append(config)
         if self.failing == "raise":
             raise RuntimeError("CUDA error:  illegal\n address")
@@ -84,9 +85,9 @@ class FakeRunner:
             return TrialResult(TrialStatus.OK, rel_error=1e-3)
         return TrialResult(TrialStatus.WRONG_RESULT, error="relative error 0.5 >= 0.01")
 
-    def sample_us(self, config: KernelConfig) -> float:
-        self.sampled.append(config)
-        return self.samples[config].pop(0)
+    def sample_us(self, candidate) -> float:
+        self.sampled.append(candidate.config)
+        return self.samples[candidate.config].pop(0)
 
 
 # A pick slower off the keys, within noise, and the default's M untimed, through `tuner verify`:
@@ -100,12 +101,12 @@ class FakeRunner:
         ("raise", TrialStatus.OK, "crashed: RuntimeError: CUDA error: illegal address"),
     ],
 )
-def test_a_pick_or_default_that_fails_its_check_fails_the_point_untimed(failing, status, error):
+def test_a_pick_or_default_that_fails_its_check_fails_the_point(failing, status, error):
     """A wrong pick: tests/cli/test_verify_cli.py."""
-    runner = FakeRunner({}, status, failing)
+    runner = FakeRunner({BIG: [1.0] * 6}, status, failing)
     result = verify_shape(SHAPE, {1: BIG.as_dict()}, [3], lambda N, K, M: runner, rounds=6)
     assert result.points == (PointResult(3, 1, BIG, Verdict.FAILED, False, error=error),)
-    assert runner.sampled == [] and result.points[0].speedup is None
+    assert DEFAULT not in runner.sampled and result.points[0].speedup is None
     assert result.offending == [3]
 
 
@@ -131,10 +132,12 @@ def test_plan_checks_each_file_and_names_the_shape_without_one():
     assert missing == [
         "N=576,K=256: no file (M=16 has no trials); vLLM runs its default config there"
     ]
-    assert plan(SHAPES, files, {}, None, only={(576, 256)})[0] == []
-    assert no_file_line(SHAPES, files, "NVIDIA_L20") is None
-    assert no_file_line(SHAPES, DeviceFiles(files=[], skipped=SKIPPED), "NVIDIA_L20") == (
-        "no file of tiny TP 1 on NVIDIA_L20 to check (N=576,K=256: M=16 has no trials)"
+    assert plan(SHAPES, DeviceFiles(files=[], skipped=SKIPPED), {}, None, only=set()) == ([], [])
+    with pytest.raises(ValueError) as raised:
+        plan(SHAPES, DeviceFiles(files=[], skipped=SKIPPED), {}, None)
+    assert str(raised.value) == (
+        "no file of tiny TP 1 to check (N=256,K=384: no trials in the store; "
+        "N=576,K=256: M=16 has no trials)"
     )
 
 
