@@ -98,8 +98,8 @@ def store(tmp_path, db):
     return db, tmp_path
 
 
-def verify(url, *args, m=("--m", "1,16"), code=None):
-    args = ["--device", "interpreter", "--model", "tiny", *m, "--rounds", "3", "--db", url, *args]
+def verify(url, *args, code=None):
+    args = ["--device", "interpreter", "--model", "tiny", "--rounds", "3", "--db", url, *args]
     return invoke("verify", *args, code=code)
 
 
@@ -118,7 +118,6 @@ def test_bad_input_is_one_line_and_exit_2(store, fake_runner, monkeypatch):
     cases = [
         (["--model", "llama9"], "unknown model"),
         (["--device", "L20"], "no visible GPU matches --device L20; visible: no CUDA GPU"),
-        (["--m", "1,x", "--allow-stale"], "--m: 'x' is not a positive integer"),
     ]
     for args, text in cases:
         result = verify(url, *args, code=2)
@@ -168,21 +167,6 @@ def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_ru
         "`--fix` tunes these M values",
     ]
     assert ran(fake_runner) == [("check", M, s) for M in (1, 2, 8) for s in (fast, default)]
-
-
-def test_default_m_set_is_the_sweeps_grid_and_m_all_adds_vllms_18(store, fake_runner):
-    url, _ = store
-    result = verify(url, "--allow-stale", m=(), code=1)
-    found = sections(result.stdout)
-    assert column(found["N=256,K=384"], 0) == ["1", "2", "8", "15", "16", "17"]  # sweep: 1, 16
-    every = verify(url, "--allow-stale", m=("--m", "all"), code=1)
-    rows = sections(every.stdout)["N=256,K=384"]
-    assert (
-        column(rows, 0)
-        == "1 2 4 8 15 16 17 24 32 48 64 96 128 256 512 1024 1536 2048 3072 4096".split()
-    )
-    assert [row[-1] for row in rows[:4]] == ["ok", "ok", "ok", "slower"]  # FAST from key 1
-    assert len(ran(fake_runner)) == 4 * 2 + 3 * 2  # checks of both configs: 4 M now, 3 before
 
 
 def test_wrong_result_is_a_failure(store, fake_runner, monkeypatch):
@@ -254,8 +238,9 @@ def test_end_to_end_on_the_interpreter(tmp_path, db, monkeypatch):
         'model = "one"\nblock_shape = [128, 128]\n[tp.1]\nsource = "test"\nshapes = [[128, 128]]\n'
     )
     monkeypatch.setattr(output.console, "_width", 220)
-    tiny = ["--device", "interpreter", "--model", "one", "--m", "1", "--db", db]
-    sweep = [*tiny, "--configs", str(configs), "--strategy", "grid", "--interpreter-reps", "1"]
+    tiny = ["--device", "interpreter", "--model", "one", "--db", db]
+    sweep = [*tiny, "--m", "1", "--configs", str(configs)]
+    sweep += ["--strategy", "grid", "--interpreter-reps", "1"]
     ok("sweep", *sweep)
     checked = invoke("verify", *tiny, "--rounds", "2")
     found = sections(checked.stdout)

@@ -19,9 +19,9 @@ for decode (M <= 32) and for prefill (M >= 2048), whether
 `--linear-backend triton` with the tuned files beats vLLM's default and by
 how much. The run is stored (GET /devices/{device}/comparisons, the report).
 
---kernel says whose Triton kernel is timed and whose trials' files are read
-(as `tuner export --kernel` reads them): auto is the installed vLLM's where
-vLLM is importable with the real Triton, else the builtin.
+The Triton kernel timed, and whose trials' files are read, is the installed
+vLLM's where vLLM is importable with the real Triton, else the builtin (as
+`tuner verify` and `tuner sweep --kernel auto` resolve it).
 
 --device interpreter times on the CPU: Triton's interpreter against torch
 on the CPU; CPU timings, useful to try the command, not to decide.
@@ -42,7 +42,6 @@ from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
     InterpreterRepsOpt,
-    KernelOpt,
     ModelOpt,
     OutDtypeOpt,
     TpOpt,
@@ -77,7 +76,6 @@ def compare(
     rounds: RoundsOpt = RETIME_ROUNDS,
     out_dtype: OutDtypeOpt = OutDtype.bfloat16,
     interpreter_reps: InterpreterRepsOpt = 3,
-    kernel: KernelOpt = "auto",
     db: DbOpt = None,
 ) -> None:
     """`tuner compare`: its help is this module's docstring (`app.command(help=...)`)."""
@@ -85,11 +83,18 @@ def compare(
         model_shapes, m_values = load_shapes(model, tp), parse_m_values(m)
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc).strip("'\"")) from None
-    timed, _ = resolve_kernel_choice(kernel)
+    timed, _ = resolve_kernel_choice("auto")
     _, store = open_db(db, must_exist=True)
     device_name, runner, _ = measuring_device(store, device, interpreter_reps)
     run = _Compare(model_shapes, runner, timed, out_dtype.value, rounds, interpreter_reps)
-    tuned = _tuned(store, device_name, run, kernel)
+    read = store_files(
+        store, device_name, out_dtype=run.out_dtype, allow_stale=False, allow_partial=True
+    )
+    tuned = {
+        (f.N, f.K): f.merged.configs
+        for f in read.explained().files
+        if f.key == dense_key(f.N, f.K, run.block_shape)
+    }
     env = runner.environment(timed, DEFAULT_FAMILY)
     defaults = versus.default_kernels(
         model_shapes.pairs(), env["compute_capability"], out_dtype.value, model_shapes.model_type
@@ -193,22 +198,3 @@ def _print_shape(
         for time in point.times:
             if time.status is ComparisonStatus.FAILED:
                 plain(f"failed: {time.backend} at M={point.M}: {time.note}")
-
-
-def _tuned(store, device_name: str, run: _Compare, kernel: str) -> dict:
-    """(N, K) -> the dense file's configs of this device in the store, from the trials of
-    `kernel`'s source ("auto", "vllm" or "builtin"; auto without vLLM may read its kernel's
-    trials: `tuner.files.provenance.read_source`)."""
-    read = store_files(
-        store,
-        device_name,
-        out_dtype=run.out_dtype,
-        allow_stale=False,
-        allow_partial=True,
-        kernel=kernel,
-    )
-    return {
-        (f.N, f.K): f.merged.configs
-        for f in read.explained().files
-        if f.key == dense_key(f.N, f.K, run.block_shape)
-    }

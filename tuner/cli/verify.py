@@ -2,8 +2,8 @@
 than vLLM's default config, on the keys and between them.
 
 For each (N, K) of the model the file is the one `tuner export` writes. The
-M values checked: every key, the M grid of the sweeps that made the file
-(or --m's list; --m all adds vLLM's 18 batch sizes), the midpoint of each
+M values checked: every key, the M grid of the sweeps that made the file,
+the midpoint of each
 pair of neighbouring keys (where vLLM's pick switches), and key - 1 and
 key + 1, up to 4096 or the largest key. At each M the config of the
 nearest key (ties to the smaller key, as vLLM picks it) is checked against
@@ -26,7 +26,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tuner.cli.arguments import load_configs, parse_m_values
+from tuner.cli.arguments import load_configs
 from tuner.cli.devices import measuring_device, resolve_kernel_choice
 from tuner.cli.errors import fail
 from tuner.cli.export import AllowPartialOpt, AllowStaleOpt, publish_device
@@ -54,15 +54,6 @@ from tuner.measure.runner import Problem
 from tuner.run.plan import SweepRequest
 from tuner.search.registry import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
-MOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--m",
-        show_default="the M grid of the shape's sweeps",
-        help="Grid M values to check, comma-separated, or `all`: the sweeps' grid and vLLM's "
-        "18 batch sizes (keys, midpoints and neighbours of keys are always checked).",
-    ),
-]
 RoundsOpt = Annotated[
     int, typer.Option(min=2, max=10_000, help="Interleaved rounds (A B A B ...) per M.")
 ]
@@ -86,7 +77,6 @@ class _Verify:
     url: str
     model_shapes: ModelShapes
     device: tuple[str, Any, list[str | None]]  # `measuring_device`'s
-    choice: core.MChoice
     out_dtype: str
     rounds: int
     allow: tuple[bool, bool]  # --allow-stale, --allow-partial
@@ -116,9 +106,7 @@ class _Verify:
             allow_partial=partial,
         )
         try:
-            planned, missing = core.plan(
-                self.model_shapes, read.explained(), read.view.grids, self.choice, only
-            )
+            planned, missing = core.plan(self.model_shapes, read.explained(), read.view.grids, only)
         except ValueError as exc:
             raise fail(f"{self.device_name}: {exc}") from None
         noise = 0.0 if self.runner.on_gpu else core.INTERPRETER_NOISE_FLOOR
@@ -223,13 +211,11 @@ def print_shape_table(result: ShapeVerification, title: str) -> None:
     print_table(console, columns, rows, title=title)
 
 
-def _model(model: str, tp: int | None, m: str | None) -> tuple[ModelShapes, core.MChoice]:
-    """The model's shapes and `--m`'s choice; one note line per family whose files are not
-    verified yet. A bad value exits 2 with one line."""
+def _model(model: str, tp: int | None) -> ModelShapes:
+    """The model's shapes; one note line per family whose files are not verified yet. A bad
+    model exits 2 with one line."""
     try:
         model_shapes = load_shapes(model, tp)
-        word = None if m is None else m.strip().lower()
-        choice = word if word in (None, core.M_ALL) else parse_m_values(m or "")
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc).strip("'\"")) from None
     for name in model_shapes.groups:
@@ -238,14 +224,13 @@ def _model(model: str, tp: int | None, m: str | None) -> tuple[ModelShapes, core
                 f"note: {get_family(name).report.short_title or name} files are not verified "
                 f"yet ({model_shapes.family_label(name)})"
             )
-    return model_shapes, choice
+    return model_shapes
 
 
 def verify(
     device: DeviceOpt,
     model: ModelOpt,
     tp: TpOpt = None,
-    m: MOpt = None,
     rounds: RoundsOpt = RETIME_ROUNDS,
     fix: FixOpt = False,
     configs: ConfigsOpt = None,
@@ -255,7 +240,7 @@ def verify(
     db: DbOpt = None,
 ) -> None:
     """`tuner verify`: its help is this module's docstring (`app.command(help=...)`)."""
-    model_shapes, choice = _model(model, tp, m)
+    model_shapes = _model(model, tp)
     candidates = load_configs(configs)
     if not model_shapes.of(DEFAULT_FAMILY):
         return
@@ -263,7 +248,7 @@ def verify(
     found = measuring_device(store, device)
     allow = (allow_stale, allow_partial)
     dtype = out_dtype.value
-    run = _Verify(store, url, model_shapes, found, choice, dtype, rounds, allow, candidates)
+    run = _Verify(store, url, model_shapes, found, dtype, rounds, allow, candidates)
     results, _ = run.check(None, f"on {run.device_name}")
     plain(core.summary_line(results))
     if fix:

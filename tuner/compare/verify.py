@@ -31,10 +31,6 @@ from tuner.measure.noise import RETIME_ROUNDS
 INTERPRETER_NOISE_FLOOR = 0.3
 # Tune-and-check passes of `--fix`: each new key adds midpoints and neighbours to check.
 MAX_FIX_PASSES = 3
-# `--m all`: vLLM's 18 batch sizes on top of the sweeps' grid.
-M_ALL = "all"
-# `--m`: None (the sweeps' grid), M_ALL, or the listed M values.
-MChoice = str | tuple[int, ...] | None
 # (N, K, M) -> a runner with check(candidate) -> TrialResult and sample_us(candidate) -> float
 # (tuner.compare.backends.CandidateRunner on a device or the interpreter).
 RunnerFactory = Callable[[int, int, int], Any]
@@ -65,18 +61,6 @@ def check_points(keys: Iterable[int], grid: Iterable[int]) -> list[int]:
     derived |= {key + 1 for key in ordered} | {key - 1 for key in ordered if key > 1}
     limit = max(VLLM_M_GRID[-1], *ordered)
     return sorted(set(ordered) | grid | {M for M in derived if M <= limit})
-
-
-def shape_grid(choice: MChoice, sweep_grid: Sequence[int]) -> list[int]:
-    """The grid M checked for one file besides its keys, midpoints and neighbours: the sweeps'
-    grid (None), that and vLLM's 18 batch sizes (`M_ALL`), or `--m`'s list."""
-    if choice is None:
-        return sorted(set(sweep_grid))
-    if choice == M_ALL:
-        return sorted(set(sweep_grid) | set(VLLM_M_GRID))
-    if isinstance(choice, str):
-        raise ValueError(f"--m: {choice!r} is neither {M_ALL!r} nor a list of M values")
-    return sorted(set(choice))
 
 
 def _parsed(configs: Mapping[int, Mapping[str, int]]) -> dict[int, KernelConfig]:
@@ -212,10 +196,10 @@ def plan(
     model_shapes: ModelShapes,
     files: DeviceFiles,
     grids: Mapping[FamilyShape, Sequence[int]],
-    choice: MChoice,
     only: set[tuple[int, int]] | None = None,
 ) -> tuple[list[PlannedShape], list[str]]:
-    """The model's dense shapes to check (those of `only` when given), in model order, and one
+    """The model's dense shapes to check (those of `only` when given), in model order, each at
+    the `check_points` of its keys and the M grid of the sweeps that made it (`grids`), and one
     line per shape without a file (vLLM runs its default config there).
 
     Raises:
@@ -236,7 +220,7 @@ def plan(
             )
             continue
         configs = by_key[key].merged.configs
-        m_points = check_points(configs, shape_grid(choice, grids.get(key, ())))
+        m_points = check_points(configs, grids.get(key, ()))
         planned.append(PlannedShape(key.shape, configs, tuple(m_points)))
     if not planned and only is None:
         reasons = "; ".join(reasons_of)

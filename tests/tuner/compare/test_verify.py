@@ -126,15 +126,15 @@ SKIPPED = [SkippedShape(dense_key(576, 256, BLOCK), "M=16 has no trials", [16])]
 
 def test_plan_checks_each_file_and_names_the_shape_without_one():
     files = DeviceFiles(files=[FILE], skipped=SKIPPED)
-    planned, missing = plan(SHAPES, files, {dense_key(256, 384, BLOCK): (1, 16)}, None)
+    planned, missing = plan(SHAPES, files, {dense_key(256, 384, BLOCK): (1, 16)})
     # keys 1, 16; midpoint 8; neighbours 2, 15, 17
     assert planned == [PlannedShape(SHAPE, CONFIGS, (1, 2, 8, 15, 16, 17))]
     assert missing == [
         "N=576,K=256: no file (M=16 has no trials); vLLM runs its default config there"
     ]
-    assert plan(SHAPES, DeviceFiles(files=[], skipped=SKIPPED), {}, None, only=set()) == ([], [])
+    assert plan(SHAPES, DeviceFiles(files=[], skipped=SKIPPED), {}, only=set()) == ([], [])
     with pytest.raises(ValueError) as raised:
-        plan(SHAPES, DeviceFiles(files=[], skipped=SKIPPED), {}, None)
+        plan(SHAPES, DeviceFiles(files=[], skipped=SKIPPED), {})
     assert str(raised.value) == (
         "no file of tiny TP 1 to check (N=256,K=384: no trials in the store; "
         "N=576,K=256: M=16 has no trials)"
