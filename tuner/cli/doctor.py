@@ -1,4 +1,10 @@
-"""`tuner doctor`: one screen saying whether tuning on this machine changes what vLLM runs."""
+"""`tuner doctor`: one screen saying whether tuning on this machine changes what vLLM runs.
+The GPUs, versions, vLLM's default kernels per family on the architecture (the tuner's table of
+vLLM 0.33.0, which tests/engines checks against the wheel), whether the tuned files are read and
+what makes them read, and the kernel source a sweep here would time. Facts, not a GPU run:
+works with --arch alone. What is said of each family is the family's
+(`tuner.kernels.family.VllmServing`: its advice hook, in the family's folder, on
+`tuner.kernels.serving`). `_findings` gathers the facts, `doctor` prints them."""
 
 from __future__ import annotations
 
@@ -7,17 +13,28 @@ import re
 from typing import Annotated
 
 import typer
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from tuner.cli.errors import fail
 from tuner.cli.options import TpOpt
 from tuner.cli.output import plain
-from tuner.compare.doctor import diagnose
+from tuner.files.provenance import installed_triton_minor
 from tuner.inputs.backends import linear_backend_value
 from tuner.inputs.devices import resolve_device
-from tuner.inputs.shapes import ShapesFileError, UnknownModelError, load_shapes
+from tuner.inputs.shapes import ModelShapes, ShapesFileError, UnknownModelError, load_shapes
 from tuner.kernels.gpus import known_capability
-from tuner.kernels.serving import Diagnosis
-from tuner.kernels.vllm_table import capability_number
+from tuner.kernels.registry import FAMILIES
+from tuner.kernels.serving import TABLE, Asked, Diagnosis
+from tuner.kernels.source import PLACEHOLDER_FIX, vllm_triton_problem, vllm_version
+from tuner.kernels.vllm_table import (
+    ARCH_BACKENDS,
+    TRITON_FLAG,
+    VLLM_VERSION,
+    arch_of,
+    capability_number,
+)
 from tuner.run import gpus as run_gpus
 
 ArchOpt = Annotated[
@@ -112,6 +129,113 @@ def _findings(
         model=asked,
         linear_backend_triton=backend == "triton",
     )
+
+
+def diagnose(
+    arch: str | None,
+    gpus: list[str],
+    versions: dict[str, str],
+    *,
+    device_name: str | None = None,
+    model: ModelShapes | None = None,
+    linear_backend_triton: bool = False,
+) -> Diagnosis:
+    """The findings for one architecture (`arch`: "sm90", the visible GPU's or --arch; None
+    when neither is known): `gpus`, one line per visible GPU ([] when none); `versions`,
+    torch's, triton's and cuda's ("" when not installed); `device_name`, vLLM's key of the
+    GPU; `model`, the model vLLM serves (--model, --tp); `linear_backend_triton`, the server
+    runs with `--linear-backend triton`."""
+    out = Diagnosis()
+    say = out.lines.append
+    say("GPUs: " + ("; ".join(gpus) if gpus else "none visible"))
+    say(f"architecture: {arch or 'unknown'}, device_name: {device_name or 'unknown'}")
+    say(
+        f"torch {versions.get('torch') or 'not installed'}, triton "
+        f"{versions.get('triton') or 'not installed'}, CUDA {versions.get('cuda') or 'none'}"
+    )
+    if arch is None:
+        out.reasons.append(
+            "no GPU visible, no --arch and no --device of a known GPU model: say "
+            "which GPU vLLM serves on"
+        )
+        return out
+    _say_vllm(out)
+    capability, table_arch = capability_number(arch) or 0, arch_of(arch)
+    table = next((a for a in ARCH_BACKENDS if a.arch == table_arch), None)
+    if table is None or table_arch is None:
+        say(
+            "dense block-FP8 linear: vLLM runs no FP8 block kernel (FP8 needs sm89 or newer) "
+            f"({TABLE})"
+        )
+        out.reasons.append(f"{arch} has no FP8 dot: the block-FP8 kernels cannot run")
+        return out
+    asked = Asked(arch, capability, table_arch, table, model, linear_backend_triton)
+    for family in FAMILIES.values():
+        if family.serving and family.serving.advice:
+            family.serving.advice(out, asked)
+    if not out.helps:
+        out.reasons.append(
+            f"vLLM on {arch} reads no tuned file with default settings; "
+            f"start it with {TRITON_FLAG} (and pass --linear-backend triton "
+            "here) if tuner compare shows Triton wins"
+        )
+    return out
+
+
+def _say_vllm(out: Diagnosis) -> None:
+    """The line about the vLLM installed here and the Triton it runs with, and the reason when
+    that is not the installed one."""
+    version = vllm_version()
+    if version is None:
+        out.lines.append(
+            "vLLM: not importable here; a sweep here times the builtin kernels (copies of "
+            f"vLLM {VLLM_VERSION}'s); run `tuner doctor` inside the serving image to check its "
+            "vLLM"
+        )
+        return
+    problem = vllm_triton_problem()
+    spec = triton_needed()
+    times = (
+        f"times the builtin kernels (--kernel auto): {problem}; for --kernel vllm, "
+        + PLACEHOLDER_FIX
+        if problem
+        else "times vLLM's installed kernels (--kernel auto)"
+    )
+    out.lines.append(
+        f"vLLM {version}: requires triton {spec if spec is not None else 'unstated'}; "
+        "a sweep here " + times
+    )
+    here, wanted = installed_triton_minor(), spec_minor(spec) if spec else None
+    if wanted and here and wanted != here:
+        out.reasons.append(
+            f"triton {here} is installed but vLLM {version} runs with triton {wanted}: tune "
+            "inside the serving image"
+        )
+
+
+def triton_needed() -> str | None:
+    """The Triton specifier the importable vLLM runs with ("==3.8.0"; "" for any): the one its
+    metadata names, else the installed torch's (vLLM 0.33.0 pins only torch, whose wheel pins
+    triton); None when neither names triton."""
+    for distribution in ("vllm", "torch"):
+        try:
+            requires = importlib.metadata.requires(distribution) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for line in requires:
+            requirement = Requirement(line)
+            if requirement.name == "triton":
+                return str(requirement.specifier)
+    return None
+
+
+def spec_minor(spec: str) -> str | None:
+    """The major.minor a version specifier pins ("~=3.8.0" -> "3.8"); None for none."""
+    try:
+        versions = [Version(item.version) for item in SpecifierSet(spec)]
+    except ValueError:
+        return None
+    return f"{versions[0].major}.{versions[0].minor}" if versions else None
 
 
 def _installed(name: str) -> str:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from functools import partial
 from typing import Any
 
 from tuner.compare.versus import (
@@ -76,25 +75,18 @@ def _torch_cpu_dequant(A, As, B, Bs, out_dtype, block_shape):
 
 def _vllm_ops() -> tuple[dict[str, LibraryKernel], dict[str, str]]:
     """vLLM's CUTLASS op (fp8_utils.cutlass_scaled_mm's call) and DeepGEMM's `fp8_gemm_nt`,
-    where vLLM's CUDA build is importable."""
+    where vLLM's CUDA build is importable (a kernel that cannot run fails its check)."""
     import torch
 
     try:
         from vllm import _custom_ops as ops
+        from vllm.utils.deep_gemm import fp8_gemm_nt
     except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
-        return {}, dict.fromkeys(
-            (VLLM_DEEPGEMM, VLLM_CUTLASS), f"vLLM not importable here ({error_line(exc)})"
-        )
+        why = f"vLLM not importable here ({error_line(exc)})"
+        return {}, dict.fromkeys((VLLM_DEEPGEMM, VLLM_CUTLASS), why)
 
     def cutlass(A, As, B, Bs, out_dtype, block_shape):
         return ops.cutlass_scaled_mm(A, B.t(), out_dtype=out_dtype, scale_a=As, scale_b=Bs.t())
-
-    try:
-        from vllm.utils.deep_gemm import fp8_gemm_nt
-    except Exception as exc:  # noqa: BLE001
-        return {VLLM_CUTLASS: cutlass}, {
-            VLLM_DEEPGEMM: f"DeepGEMM not importable ({error_line(exc)})"
-        }
 
     def deepgemm(A, As, B, Bs, out_dtype, block_shape):
         out = torch.empty(A.shape[0], B.shape[0], dtype=out_dtype, device=A.device)
@@ -102,25 +94,6 @@ def _vllm_ops() -> tuple[dict[str, LibraryKernel], dict[str, str]]:
         return out
 
     return {VLLM_CUTLASS: cutlass, VLLM_DEEPGEMM: deepgemm}, {}
-
-
-def _probe(kernel: LibraryKernel, device: str) -> str | None:
-    """None when `kernel` runs a 128 x 256 x 256 block-FP8 product on `device`, else why not."""
-    import torch
-
-    fp8, ones = torch.float8_e4m3fn, partial(torch.ones, device=device)
-    try:
-        kernel(
-            ones(128, 256).to(fp8),
-            ones(128, 2),
-            ones(256, 256).to(fp8),
-            ones(2, 2),
-            torch.bfloat16,
-            (128, 128),
-        )
-    except Exception as exc:  # noqa: BLE001 - any failure means "cannot run here"
-        return f"cannot run here: {error_line(exc)}"
-    return None
 
 
 def _marlin(block_shape: tuple[int, int]) -> LayerKernel | str:
@@ -138,24 +111,18 @@ def _marlin(block_shape: tuple[int, int]) -> LayerKernel | str:
 def library_kernels(
     device: str, block_shape: tuple[int, int] = (128, 128)
 ) -> tuple[dict[str, LibraryKernel], dict[str, str]]:
-    """(kernel name -> library kernel, kernel name -> why it is not timed) on `device`
-    ("cuda" or "cpu"): torch's where it runs a small product, vLLM's ops on a GPU, and
-    Marlin through vLLM's class wherever vLLM's own `is_supported` says it runs."""
-    kernels: dict[str, LibraryKernel] = {}
-    unavailable: dict[str, str] = {}
-    torch_why = _probe(_torch_scaled_mm, device)
-    if torch_why is None:
-        kernels[TORCH_SCALED_MM] = _torch_scaled_mm
-    else:
-        unavailable[TORCH_SCALED_MM] = torch_why
+    """(kernel name -> library kernel, kernel name -> why it is not timed) on `device`: on
+    "cuda" torch's and vLLM's ops (one that cannot run here fails its check), on "cpu" the
+    dequantizing stand-in; Marlin through vLLM's class wherever vLLM's own `is_supported`
+    says it runs."""
+    kernels: dict[str, LibraryKernel]
     if device == "cpu":
-        kernels[TORCH_CPU] = _torch_cpu_dequant
-        why = "CPU run: vLLM's GPU kernels are not timed"
-        unavailable |= dict.fromkeys((VLLM_DEEPGEMM, VLLM_CUTLASS), why)
+        why = "CPU run: the GPU kernels are not timed"
+        kernels = {TORCH_CPU: _torch_cpu_dequant}
+        unavailable = dict.fromkeys((TORCH_SCALED_MM, VLLM_DEEPGEMM, VLLM_CUTLASS), why)
     else:
-        ops, why_not = _vllm_ops()
-        kernels.update(ops)
-        unavailable.update(why_not)
+        kernels, unavailable = _vllm_ops()
+        kernels[TORCH_SCALED_MM] = _torch_scaled_mm
     marlin = _marlin(block_shape)
     if isinstance(marlin, str):
         unavailable[VLLM_MARLIN] = marlin
@@ -241,11 +208,9 @@ class CandidateRunner(KernelRunner):
 
     def _library(self, candidate: Candidate, weights):
         B, Bs = weights
-        inputs, block_shape = self.workload, self.problem.block_shape
-        if block_shape is None:
-            raise ValueError("vLLM's linear backends need a block shape [group_n, group_k]")
+        inputs, block_shape = self.workload, tuple(self.problem.block_shape or (128, 128))
         kernel = self.library[candidate.backend]
-        return kernel(inputs.A, inputs.As, B, Bs, self.out_dtype, tuple(block_shape))
+        return kernel(inputs.A, inputs.As, B, Bs, self.out_dtype, block_shape)
 
     def _launch(self, config, out=None):
         if config.config is not None:

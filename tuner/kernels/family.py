@@ -341,7 +341,7 @@ class KernelFamily:
             return self.report.brief_shape(shape)
         return f"N={shape.N} K={shape.K}"
 
-    # Doctor, verify and import (tuner.compare.doctor).
+    # Doctor, verify and import (tuner.cli.doctor).
     serving: VllmServing | None = None
     # vLLM log lines (tuner.inputs.logs)
     log_line: VllmLogLine | None = None

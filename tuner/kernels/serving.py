@@ -3,7 +3,7 @@
 (`Asked`), the lines it adds (`Diagnosis`), the words doctor's lines share, vLLM's description
 of a block-FP8 linear layer (`block_fp8_layer_config`, which `tuner compare` takes) and two
 compiled kernels compared (`same_code`, for the real-engine lane). The generic doctor code is
-`tuner.compare.doctor`; each family's hook lives in its own folder. Importable without torch,
+`tuner.cli.doctor`; each family's hook lives in its own folder. Importable without torch,
 triton or vLLM.
 """
 
