@@ -9,8 +9,8 @@ import pytest
 from tests.cli.common import CELL_SPLIT, invoke, ok, one_line_error, query
 from tests.standin_vllm import VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, fill
+from tuner.cli import compare as cli_verify
 from tuner.cli import output
-from tuner.cli import verify as cli_verify
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.measure.trial import TrialResult
