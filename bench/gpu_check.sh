@@ -216,7 +216,7 @@ dry_checks() {
   env -u TRITON_INTERPRET python3 -c "import sqlalchemy, alembic, fastapi, uvicorn, optuna, \
 pydantic, pydantic_settings, typer, rich, numpy, threadpoolctl, prometheus_client, pytest
 import db.connection, db.repo, api.app, tuner.cli.app, tuner.run.worker, tuner.run.supervisor
-import tuner.measure.runner, tuner.measure.compile, tuner.measure.roofline, tuner.compare.verify
+import tuner.measure.runner, tuner.measure.compile, tuner.measure.roofline, tuner.compare.versus
 import tuner.compare.backends, tuner.kernels.dense.kernel, tuner.kernels.dense.workload
 import tuner.kernels.moe.kernel, tuner.kernels.moe.workload, tuner.search.guided
 print('imports ok: sqlalchemy', sqlalchemy.__version__, 'fastapi', fastapi.__version__, \

@@ -30,11 +30,17 @@ from tuner.cli.output import console, plain
 from tuner.cli.store import open_db, store_files
 from tuner.cli.sweep import _plan_and_run
 from tuner.cli.tables import Column, print_table
-from tuner.compare import verify as core
 from tuner.compare import versus
 from tuner.compare.backends import CandidateRunner, library_kernels
-from tuner.compare.verify import ShapeVerification, Verdict, shape_label
-from tuner.compare.versus import TRITON_DEFAULT, TRITON_TUNED, Candidate, ComparePoint
+from tuner.compare.versus import (
+    TRITON_DEFAULT,
+    TRITON_TUNED,
+    Candidate,
+    ComparePoint,
+    ShapeVerification,
+    Verdict,
+    shape_label,
+)
 from tuner.core import REQUIRED_M, ComparisonStatus, OutDtype
 from tuner.files.format import vllm_pick_key
 from tuner.files.merge import dense_key
@@ -273,10 +279,10 @@ def verify(
     allow = (allow_stale, allow_partial)
     run = _Verify(store, url, model_shapes, found, out_dtype.value, rounds, allow, candidates)
     results, _ = run.check(None, f"on {run.device_name}")
-    plain(core.summary_line(results))
+    plain(versus.summary_line(results))
     if fix:
         results = run.fix(results)
-    lines = core.offending_lines(results)
+    lines = versus.offending_lines(results)
     for line in lines:
         typer.echo(line, err=True)
     if lines:
@@ -296,14 +302,16 @@ class _Verify(_Bench):
 
     def check(self, only: set[tuple[int, int]] | None, title: str):
         """(results, lines of shapes without a file) of the device's files now, each shape
-        checked by `tuner.compare.verify.verify_shape`, with a table per shape. No file to
+        checked by `tuner.compare.versus.verify_shape`, with a table per shape. No file to
         check exits 2; an interrupt exits 130."""
         read = self.files(*self.allow)
         try:
-            planned, missing = core.plan(self.model_shapes, read.explained(), read.view.grids, only)
+            planned, missing = versus.plan(
+                self.model_shapes, read.explained(), read.view.grids, only
+            )
         except ValueError as exc:
             raise fail(f"{self.device_name}: {exc}") from None
-        noise = 0.0 if self.runner.on_gpu else core.INTERPRETER_NOISE_FLOOR
+        noise = 0.0 if self.runner.on_gpu else versus.INTERPRETER_NOISE_FLOOR
         results = []
         try:
             for s in planned:
@@ -311,7 +319,7 @@ class _Verify(_Bench):
                 keys = ", ".join(map(str, s.configs))
                 plain(f"{label}: keys {keys}; checking {len(s.m_points)} M values")
                 results.append(
-                    core.verify_shape(
+                    versus.verify_shape(
                         s.shape,
                         s.configs,
                         s.m_points,
@@ -328,10 +336,10 @@ class _Verify(_Bench):
         return results, missing
 
     def fix(self, results: list[ShapeVerification]) -> list[ShapeVerification]:
-        """`--fix`: `core.fix_passes` with this run's sweeps and checks, then the device's files
+        """`--fix`: `versus.fix_passes` with this run's sweeps and checks, then the device's files
         published as its next release (what a fleet downloads next)."""
         try:
-            results = core.fix_passes(
+            results = versus.fix_passes(
                 results, self.tune, lambda only, n: self.check(only, f"after --fix pass {n}"), plain
             )
         except ValueError as exc:

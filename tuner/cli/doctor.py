@@ -38,29 +38,18 @@ from tuner.kernels.vllm_table import (
 from tuner.run import gpus as run_gpus
 
 ArchOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="GPU architecture to answer for: sm89, sm90, sm100, sm120 [default: the "
-        "visible GPU's]."
-    ),
+    str | None, typer.Option(help="sm89, sm90, sm100 or sm120 [default: the visible GPU's].")
 ]
 DeviceOpt = Annotated[
     str | None,
-    typer.Option(
-        help="GPU model vLLM serves on (L20, H200, ...) [default: the visible GPU]; "
-        "without a GPU and --arch, a known model gives the architecture."
-    ),
+    typer.Option(help="GPU model vLLM serves on (L20, H200) [default: the visible GPU]."),
 ]
 LinearBackendOpt = Annotated[
     str | None,
     typer.Option(help="The server's --linear-backend: triton makes it read the dense files."),
 ]
 ModelOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="Model key (`tuner shapes list`) whose weight shapes and model type vLLM's "
-        "kernel choice is told for, per shape."
-    ),
+    str | None, typer.Option(help="Model key (`tuner shapes list`): vLLM's choice per shape.")
 ]
 
 

@@ -1,25 +1,37 @@
-"""`tuner compare`'s core (pure): the one name of each kernel it times, the kernels of one
-(N, K, M) checked and timed interleaved (as `tuner verify` times vLLM's pick), vLLM's default
-kernel per shape, and the verdict: whether `--linear-backend triton` with the tuned files
-beats vLLM's default, per M, for decode and for prefill. The runner and the clock come from
-the caller, so this runs the same with a GPU, the interpreter or fakes; nothing here imports
-torch, Triton or vLLM.
+"""The core of `tuner compare` and `tuner verify` (pure): the kernels of one (N, K, M) checked
+against the float64 reference and timed interleaved (`compare_point`, the one path of both).
 
-vLLM's default kernel per shape is the tuner's table of vLLM 0.33.0
-(`tuner.kernels.vllm_table.table_dense_kernel`, checked against the wheel in tests/engines).
+`tuner compare`: the one name of each kernel it times, vLLM's default kernel per shape (the
+tuner's table of vLLM 0.33.0, `tuner.kernels.vllm_table.table_dense_kernel`, checked against
+the wheel in tests/engines), and the verdict: whether `--linear-backend triton` with the tuned
+files beats vLLM's default, per M, for decode and for prefill.
+
+`tuner verify`: the M values each file is checked at, vLLM's pick there timed against its
+default config (`verify_shape`), and `--fix`'s tune-and-check passes. vLLM runs, for any M, the
+config of the file key nearest to M (vLLM 0.33.0's `min(configs, key=lambda x: abs(x - M))`: a
+tie goes to the smaller key), so a file is only as good as its configs away from the keys.
+
+The runner and the clock come from the caller, so this runs the same with a GPU, the
+interpreter or fakes; nothing here reads the store, prints, or imports torch, Triton or vLLM.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import Any
 
-from tuner.core import ComparisonStatus, TrialStatus, error_line, geomean, one_line
+from tuner.core import VLLM_M_GRID, ComparisonStatus, TrialStatus, error_line, geomean, one_line
+from tuner.files.format import vllm_pick_key
+from tuner.files.merge import DeviceFiles
+from tuner.inputs.shapes import ModelShapes
 from tuner.kernels import vllm_table
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.serving import TABLE
-from tuner.measure.noise import retime_interleaved
+from tuner.kernels.shape import FamilyShape, Shape, as_block_shape
+from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
 from tuner.measure.trial import TrialResult
 
 # The one name of each kernel, alike in the tables, summary lines, "not timed" lines, the stored
@@ -226,3 +238,259 @@ def flag_lines(
         )
         lines.append(f"--linear-backend triton, {regime}: {said}")
     return lines
+
+
+# The least noise a loss must exceed on the interpreter, as a fraction of the default's median:
+# CPU timings swing between rounds more than a few samples' spread shows. From
+# bench/interpreter_noise.py (A/A gap of one config's medians): the largest gap, 14.4% on 2 busy
+# cores (results/interpreter_noise_20261201T223042Z.json), doubled and rounded.
+INTERPRETER_NOISE_FLOOR = 0.3
+# Tune-and-check passes of `--fix`: each new key adds midpoints and neighbours to check.
+MAX_FIX_PASSES = 3
+# (N, K, M) -> a runner with check(candidate) -> TrialResult and sample_us(candidate) -> float
+# (tuner.compare.backends.CandidateRunner on a device or the interpreter).
+RunnerFactory = Callable[[int, int, int], Any]
+
+
+def shape_label(N: int, K: int) -> str:
+    """`N=5120,K=3072`, as vLLM's file names write a shape."""
+    return f"N={N},K={K}"
+
+
+def check_points(keys: Iterable[int], grid: Iterable[int]) -> list[int]:
+    """The M values at which vLLM's pick is timed against the default config: every key, every
+    grid M, the midpoint `(a + b) // 2` of each pair of neighbouring keys (the largest M that
+    still runs key a's config), and key - 1 and key + 1 of every key; 0 and derived values
+    above vLLM's largest batch size (or the largest key, when larger) are left out.
+
+    E.g. keys (1, 16), grid (1, 16, 32) -> [1, 2, 8, 15, 16, 17, 32].
+
+    Raises:
+        ValueError: no keys, or a key or grid M below 1.
+    """
+    ordered, grid = sorted(set(keys)), set(grid)
+    if not ordered:
+        raise ValueError("no keys to check")
+    if ordered[0] < 1 or (grid and min(grid) < 1):
+        raise ValueError("M values must be >= 1")
+    derived = {(a + b) // 2 for a, b in zip(ordered, ordered[1:], strict=False)}
+    derived |= {key + 1 for key in ordered} | {key - 1 for key in ordered if key > 1}
+    limit = max(VLLM_M_GRID[-1], *ordered)
+    return sorted(set(ordered) | grid | {M for M in derived if M <= limit})
+
+
+def _parsed(configs: Mapping[int, Mapping[str, int]]) -> dict[int, KernelConfig]:
+    if not configs:
+        raise ValueError("the file has no keys")
+    return {M: KernelConfig.from_dict(entry) for M, entry in configs.items()}
+
+
+class Verdict(StrEnum):
+    """How vLLM's pick fared at one M."""
+
+    OK = "ok"  # not slower than the default by more than the noise, or the default itself
+    SLOWER = "slower"  # slower than the default by more than the noise
+    FAILED = "failed"  # the chosen config cannot run here or gave a wrong result
+
+
+@dataclass(frozen=True)
+class PointResult:
+    """vLLM's pick at one M: its key and config, the verdict, whether it was timed (not when
+    it is the default config itself or failed first), both medians and the noise in
+    microseconds (None when not timed), and why it failed."""
+
+    M: int
+    key: int
+    config: KernelConfig
+    verdict: Verdict
+    timed: bool
+    chosen_us: float | None = None
+    default_us: float | None = None
+    noise_us: float | None = None
+    error: str | None = None
+
+    @property
+    def speedup(self) -> float | None:
+        """Default time over the pick's time: 1.0 for the default itself, None when failed."""
+        if self.verdict is Verdict.FAILED:
+            return None
+        if self.default_us is None or self.chosen_us is None:
+            return 1.0
+        return self.default_us / self.chosen_us
+
+
+@dataclass(frozen=True)
+class ShapeVerification:
+    """Every checked M of one (N, K, block_shape) file."""
+
+    N: int
+    K: int
+    block_shape: tuple[int, int] | None
+    keys: tuple[int, ...]
+    points: tuple[PointResult, ...]
+
+    def at(self, verdict: Verdict) -> list[int]:
+        """The M with this verdict."""
+        return [point.M for point in self.points if point.verdict is verdict]
+
+    @property
+    def offending(self) -> list[int]:
+        """The M that `--fix` adds keys for: slower or failed, ascending."""
+        return sorted(self.at(Verdict.SLOWER) + self.at(Verdict.FAILED))
+
+
+def judge(chosen: Any, default: Any, noise_floor: float = 0.0) -> tuple[Verdict, float]:
+    """(verdict, noise_us) from the interleaved re-timings (tuner.measure.noise.Retime) of the
+    pick and the default: the pick is slower when its median exceeds the default's by more
+    than the larger p80 - p20 spread of the two, and than `noise_floor` times the default's
+    median (0 on a GPU; CPU timings swing more between rounds than their spread shows)."""
+    noise_us = max(
+        chosen.p80_us - chosen.p20_us,
+        default.p80_us - default.p20_us,
+        noise_floor * default.latency_us,
+    )
+    slower = chosen.latency_us - default.latency_us > noise_us
+    return (Verdict.SLOWER if slower else Verdict.OK), noise_us
+
+
+def verify_shape(
+    shape: Shape,
+    configs: Mapping[int, Mapping[str, int]],
+    m_points: Sequence[int],
+    make_runner: RunnerFactory,
+    *,
+    family: str = DEFAULT_FAMILY,
+    rounds: int = RETIME_ROUNDS,
+    noise_floor: float = 0.0,
+) -> ShapeVerification:
+    """Time, at each M of `m_points`, the config vLLM runs from this file (`configs`: M key ->
+    vLLM's six keys) against the family's default config at that M. Where the pick is the
+    default nothing runs; otherwise `tuner compare`'s `compare_point` checks both against the
+    float64 reference with a runner for (N, K, M) (a wrong result, a failed launch or timing
+    is FAILED) and times them interleaved, and `judge` decides.
+
+    Raises:
+        ValueError: no configs, an entry without vLLM's six keys, or an unknown family.
+    """
+    parsed, kernels = _parsed(configs), get_family(family)
+
+    def point(M: int) -> PointResult:
+        key = vllm_pick_key(parsed, M)
+        config, default = parsed[key], kernels.default_config(shape, M)
+        if config == default:
+            return PointResult(M, key, config, Verdict.OK, False)
+        reason = kernels.why_invalid(config, shape)
+        if reason:
+            error = f"invalid config: {reason}"
+            return PointResult(M, key, config, Verdict.FAILED, False, error=error)
+        runner = make_runner(shape.N, shape.K, M)
+        pair = [Candidate(TRITON_TUNED, config), Candidate(TRITON_DEFAULT, default)]
+        chosen, base = compare_point((shape.N, shape.K, M), runner, pair, {}, rounds=rounds).times
+        for timed, label in ((chosen, ""), (base, "default config ")):
+            if timed.status is not ComparisonStatus.OK:
+                error = label + timed.note
+                return PointResult(M, key, config, Verdict.FAILED, False, error=error)
+        verdict, noise_us = judge(chosen, base, noise_floor)
+        return PointResult(
+            M, key, config, verdict, True, chosen.latency_us, base.latency_us, noise_us
+        )
+
+    results = tuple(point(M) for M in m_points)
+    return ShapeVerification(shape.N, shape.K, shape.block_shape, tuple(sorted(parsed)), results)
+
+
+@dataclass(frozen=True)
+class PlannedShape:
+    """One shape's file and the M values it is checked at."""
+
+    shape: Shape
+    configs: Mapping[int, Mapping[str, int]]
+    m_points: tuple[int, ...]
+
+
+def plan(
+    model_shapes: ModelShapes,
+    files: DeviceFiles,
+    grids: Mapping[FamilyShape, Sequence[int]],
+    only: set[tuple[int, int]] | None = None,
+) -> tuple[list[PlannedShape], list[str]]:
+    """The model's dense shapes to check (those of `only` when given), in model order, each at
+    the `check_points` of its keys and the M grid of the sweeps that made it (`grids`), and one
+    line per shape without a file (vLLM runs its default config there).
+
+    Raises:
+        ValueError: none of the model's dense shapes has a file to check (one line).
+    """
+    by_key = {file.key: file for file in files.files}
+    skipped = {item.key: item.reason for item in files.skipped}
+    planned, missing, reasons_of = [], [], []
+    for N, K in model_shapes.shapes:
+        key = FamilyShape(DEFAULT_FAMILY, Shape(N, K, as_block_shape(model_shapes.block_shape)))
+        if only is not None and (N, K) not in only:
+            continue
+        if key not in by_key:
+            reason = skipped.get(key, "no trials in the store")
+            reasons_of.append(f"{shape_label(N, K)}: {reason}")
+            missing.append(
+                f"{shape_label(N, K)}: no file ({reason}); vLLM runs its default config there"
+            )
+            continue
+        configs = by_key[key].merged.configs
+        m_points = check_points(configs, grids.get(key, ()))
+        planned.append(PlannedShape(key.shape, configs, tuple(m_points)))
+    if not planned and only is None:
+        reasons = "; ".join(reasons_of)
+        raise ValueError(
+            f"no file of {model_shapes.model} TP {model_shapes.tp} to check ({reasons})"
+        )
+    return planned, missing
+
+
+def summary_line(results: Sequence[ShapeVerification]) -> str:
+    """e.g. "2 shape(s), 12 M values: 10 ok (7 run the default config), 2 slower, 0 failed"."""
+    points = [point for result in results for point in result.points]
+    counts = {verdict: sum(point.verdict is verdict for point in points) for verdict in Verdict}
+    untimed = sum(point.verdict is Verdict.OK and not point.timed for point in points)
+    return (
+        f"{len(results)} shape(s), {len(points)} M values: {counts[Verdict.OK]} ok "
+        f"({untimed} run the default config), {counts[Verdict.SLOWER]} slower, "
+        f"{counts[Verdict.FAILED]} failed"
+    )
+
+
+def offending_lines(results: Sequence[ShapeVerification]) -> list[str]:
+    """One line per shape and verdict with slower or failed M, naming them."""
+    words = {Verdict.SLOWER: "slower than the default", Verdict.FAILED: "failed"}
+    return [
+        f"{shape_label(result.N, result.K)}: {what} at M={', '.join(map(str, values))}"
+        for result in results
+        for verdict, what in words.items()
+        if (values := result.at(verdict))
+    ]
+
+
+def fix_passes(
+    results: Sequence[ShapeVerification],
+    tune: Callable[[dict[tuple[int, int], list[int]]], None],
+    check_again: Callable[[set[tuple[int, int]], int], tuple[list[ShapeVerification], list[str]]],
+    say: Callable[[str], None],
+) -> list[ShapeVerification]:
+    """`--fix`: tune each shape's offending M (`tune`), then check the shapes it touched again
+    in full (`check_again(shapes, pass)`: new keys make new midpoints; it says which shapes
+    have no file), up to MAX_FIX_PASSES times; the latest result of every shape.
+
+    Raises:
+        ValueError: a touched shape has no file afterwards.
+    """
+    latest = {(result.N, result.K): result for result in results}
+    for fix_pass in range(1, MAX_FIX_PASSES + 1):
+        offending = {shape: r.offending for shape, r in latest.items() if r.offending}
+        if not offending:
+            break
+        tune(offending)
+        again, missing = check_again(set(offending), fix_pass)
+        if missing:
+            raise ValueError(f"{len(missing)} shape(s) have no file after --fix; see above")
+        latest.update({(result.N, result.K): result for result in again})
+        say(f"after --fix pass {fix_pass}: " + summary_line(again))
+    return list(latest.values())

@@ -1,4 +1,4 @@
-"""tuner.compare.verify: the M values checked, vLLM's pick judged against the default with fake
+"""tuner.compare.versus: the M values checked, vLLM's pick judged against the default with fake
 samplers (exact timings, no kernel), the shapes planned from a device's files, `--fix`'s passes."""
 
 from dataclasses import dataclass
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tuner.compare.verify import (
+from tuner.compare.versus import (
     PlannedShape,
     PointResult,
     ShapeVerification,

@@ -25,7 +25,7 @@ from db.models import ImportedFile, ReleaseFile, Sweep
 from tests.toyfamily.family import ENV, TOY, toy_shape
 from tests.tuner.compare.test_verify import FakeRunner
 from tuner.cli.app import app
-from tuner.compare.verify import PointResult, Verdict, verify_shape
+from tuner.compare.versus import PointResult, Verdict, verify_shape
 from tuner.files.format import dump_config_file
 from tuner.files.mounts import MountRequest, render_mounts
 from tuner.files.pull import render_pull_recipe
