@@ -221,8 +221,7 @@ def test_inside_vllm_fix_tunes_the_offending_m_with_vllms_kernel_and_checks_agai
     assert column(again, 1) == ["1", "1", "1", "8", "8", "8", "8", "16", "16", "16"]
     default = KernelConfig.from_dict(DEFAULT).short()
     assert again[4][2:] == [default, *"- - - 1.00x".split(), "ok (default)"]
-    assert "after --fix pass 1: 1 shape(s), 10 M values: 10 ok" in result.stdout
-    assert "--fix of N=256,K=384 x 1 M" not in result.stdout.split("after --fix pass 1")[1]
+    assert "after --fix: 1 shape(s), 10 M values: 10 ok" in result.stdout
 
 
 # End to end: a real sweep, then a real check on the interpreter (timings are the CPU's).

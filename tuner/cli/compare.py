@@ -318,17 +318,11 @@ class _Verify(_Bench):
                 label = shape_label(s.shape.N, s.shape.K)
                 keys = ", ".join(map(str, s.configs))
                 plain(f"{label}: keys {keys}; checking {len(s.m_points)} M values")
-                results.append(
-                    versus.verify_shape(
-                        s.shape,
-                        s.configs,
-                        s.m_points,
-                        self.make_runner,
-                        rounds=self.rounds,
-                        noise_floor=noise,
-                    )
+                result = versus.verify_shape(
+                    s, self.make_runner, rounds=self.rounds, noise_floor=noise
                 )
-                print_shape_table(results[-1], f"{label} {title}")
+                print_shape_table(result, f"{label} {title}")
+                results.append(result)
         except KeyboardInterrupt:
             raise fail("interrupted", 130) from None
         for line in missing:
@@ -336,14 +330,18 @@ class _Verify(_Bench):
         return results, missing
 
     def fix(self, results: list[ShapeVerification]) -> list[ShapeVerification]:
-        """`--fix`: `versus.fix_passes` with this run's sweeps and checks, then the device's files
-        published as its next release (what a fleet downloads next)."""
-        try:
-            results = versus.fix_passes(
-                results, self.tune, lambda only, n: self.check(only, f"after --fix pass {n}"), plain
-            )
-        except ValueError as exc:
-            raise fail(str(exc), 1) from None
+        """`--fix`: a sweep of each shape's offending M (`tune`), the shapes it touched checked
+        again in full (new keys bring new midpoints), then the device's files published as its
+        next release (what a fleet downloads next); the latest result of every shape."""
+        offending = {(r.N, r.K): r.offending for r in results if r.offending}
+        latest = {(r.N, r.K): r for r in results}
+        if offending:
+            self.tune(offending)
+            again, missing = self.check(set(offending), "after --fix")
+            if missing:
+                raise fail(f"{len(missing)} shape(s) have no file after --fix; see above", 1)
+            latest.update({(r.N, r.K): r for r in again})
+            plain("after --fix: " + versus.summary_line(again))
         stale, partial = self.allow
         publish_device(
             self.store,
@@ -353,7 +351,7 @@ class _Verify(_Bench):
             allow_partial=partial,
             out_dtype=self.out_dtype,
         )
-        return results
+        return list(latest.values())
 
     def tune(self, offending: dict[tuple[int, int], list[int]]) -> None:
         """`--fix`'s sweep of each shape at its offending M, planned and run as `tuner sweep`

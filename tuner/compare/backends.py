@@ -147,19 +147,12 @@ class LayerKernel:
         """A copy with no prepared layers."""
         return LayerKernel(self.kernel_class)
 
-    def _current(self):
-        """vLLM's current config while the class is built: one default `VllmConfig()`, as
-        vLLM's benchmarks use outside an engine."""
-        from vllm.config import VllmConfig, set_current_vllm_config
-
-        self._vllm_config = self._vllm_config or VllmConfig()
-        return set_current_vllm_config(self._vllm_config)
-
     def prepare(self, B, Bs, out_dtype) -> None:
         """Build and process the layer of weight copy B [N, K] fp8, Bs fp32 (untimed)."""
         if id(B) in self._layers:
             return
         import torch
+        from vllm.config import VllmConfig, set_current_vllm_config
 
         N, K = B.shape
         layer: Any = torch.nn.Module()  # carries vLLM's layer attributes too
@@ -171,7 +164,10 @@ class LayerKernel:
         layer.logical_widths, layer.orig_dtype = [N], out_dtype
         layer.weight_block_size, layer.input_scale = [128, 128], None
         names = ["weight", "weight_scale", "input_scale", "input_scale_ub"]
-        with self._current():
+        # vLLM's current config while the class is built: one default `VllmConfig()`, as vLLM's
+        # benchmarks use outside an engine.
+        self._vllm_config = self._vllm_config or VllmConfig()
+        with set_current_vllm_config(self._vllm_config):
             kernel = self.kernel_class(
                 block_fp8_layer_config(N, K, out_dtype), layer_param_names=names
             )

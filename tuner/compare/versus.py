@@ -245,8 +245,6 @@ def flag_lines(
 # bench/interpreter_noise.py (A/A gap of one config's medians): the largest gap, 14.4% on 2 busy
 # cores (results/interpreter_noise_20261201T223042Z.json), doubled and rounded.
 INTERPRETER_NOISE_FLOOR = 0.3
-# Tune-and-check passes of `--fix`: each new key adds midpoints and neighbours to check.
-MAX_FIX_PASSES = 3
 # (N, K, M) -> a runner with check(candidate) -> TrialResult and sample_us(candidate) -> float
 # (tuner.compare.backends.CandidateRunner on a device or the interpreter).
 RunnerFactory = Callable[[int, int, int], Any]
@@ -277,12 +275,6 @@ def check_points(keys: Iterable[int], grid: Iterable[int]) -> list[int]:
     derived |= {key + 1 for key in ordered} | {key - 1 for key in ordered if key > 1}
     limit = max(VLLM_M_GRID[-1], *ordered)
     return sorted(set(ordered) | grid | {M for M in derived if M <= limit})
-
-
-def _parsed(configs: Mapping[int, Mapping[str, int]]) -> dict[int, KernelConfig]:
-    if not configs:
-        raise ValueError("the file has no keys")
-    return {M: KernelConfig.from_dict(entry) for M, entry in configs.items()}
 
 
 class Verdict(StrEnum):
@@ -353,26 +345,36 @@ def judge(chosen: Any, default: Any, noise_floor: float = 0.0) -> tuple[Verdict,
     return (Verdict.SLOWER if slower else Verdict.OK), noise_us
 
 
+@dataclass(frozen=True)
+class PlannedShape:
+    """One shape's file and the M values it is checked at."""
+
+    shape: Shape
+    configs: Mapping[int, Mapping[str, int]]
+    m_points: tuple[int, ...]
+
+
 def verify_shape(
-    shape: Shape,
-    configs: Mapping[int, Mapping[str, int]],
-    m_points: Sequence[int],
+    planned: PlannedShape,
     make_runner: RunnerFactory,
     *,
     family: str = DEFAULT_FAMILY,
     rounds: int = RETIME_ROUNDS,
     noise_floor: float = 0.0,
 ) -> ShapeVerification:
-    """Time, at each M of `m_points`, the config vLLM runs from this file (`configs`: M key ->
-    vLLM's six keys) against the family's default config at that M. Where the pick is the
-    default nothing runs; otherwise `tuner compare`'s `compare_point` checks both against the
-    float64 reference with a runner for (N, K, M) (a wrong result, a failed launch or timing
-    is FAILED) and times them interleaved, and `judge` decides.
+    """Time, at each M of the planned `m_points`, the config vLLM runs from the shape's file
+    (`configs`: M key -> vLLM's six keys) against the family's default config at that M.
+    Where the pick is the default nothing runs; otherwise `tuner compare`'s `compare_point`
+    checks both against the float64 reference with a runner for (N, K, M) (a wrong result, a
+    failed launch or timing is FAILED) and times them interleaved, and `judge` decides.
 
     Raises:
         ValueError: no configs, an entry without vLLM's six keys, or an unknown family.
     """
-    parsed, kernels = _parsed(configs), get_family(family)
+    shape, kernels = planned.shape, get_family(family)
+    if not planned.configs:
+        raise ValueError("the file has no keys")
+    parsed = {M: KernelConfig.from_dict(entry) for M, entry in planned.configs.items()}
 
     def point(M: int) -> PointResult:
         key = vllm_pick_key(parsed, M)
@@ -395,17 +397,8 @@ def verify_shape(
             M, key, config, verdict, True, chosen.latency_us, base.latency_us, noise_us
         )
 
-    results = tuple(point(M) for M in m_points)
+    results = tuple(point(M) for M in planned.m_points)
     return ShapeVerification(shape.N, shape.K, shape.block_shape, tuple(sorted(parsed)), results)
-
-
-@dataclass(frozen=True)
-class PlannedShape:
-    """One shape's file and the M values it is checked at."""
-
-    shape: Shape
-    configs: Mapping[int, Mapping[str, int]]
-    m_points: tuple[int, ...]
 
 
 def plan(
@@ -467,30 +460,3 @@ def offending_lines(results: Sequence[ShapeVerification]) -> list[str]:
         for verdict, what in words.items()
         if (values := result.at(verdict))
     ]
-
-
-def fix_passes(
-    results: Sequence[ShapeVerification],
-    tune: Callable[[dict[tuple[int, int], list[int]]], None],
-    check_again: Callable[[set[tuple[int, int]], int], tuple[list[ShapeVerification], list[str]]],
-    say: Callable[[str], None],
-) -> list[ShapeVerification]:
-    """`--fix`: tune each shape's offending M (`tune`), then check the shapes it touched again
-    in full (`check_again(shapes, pass)`: new keys make new midpoints; it says which shapes
-    have no file), up to MAX_FIX_PASSES times; the latest result of every shape.
-
-    Raises:
-        ValueError: a touched shape has no file afterwards.
-    """
-    latest = {(result.N, result.K): result for result in results}
-    for fix_pass in range(1, MAX_FIX_PASSES + 1):
-        offending = {shape: r.offending for shape, r in latest.items() if r.offending}
-        if not offending:
-            break
-        tune(offending)
-        again, missing = check_again(set(offending), fix_pass)
-        if missing:
-            raise ValueError(f"{len(missing)} shape(s) have no file after --fix; see above")
-        latest.update({(result.N, result.K): result for result in again})
-        say(f"after --fix pass {fix_pass}: " + summary_line(again))
-    return list(latest.values())

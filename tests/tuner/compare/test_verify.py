@@ -9,10 +9,8 @@ import pytest
 from tuner.compare.versus import (
     PlannedShape,
     PointResult,
-    ShapeVerification,
     Verdict,
     check_points,
-    fix_passes,
     judge,
     plan,
     verify_shape,
@@ -104,7 +102,8 @@ class FakeRunner:
 def test_a_pick_or_default_that_fails_its_check_fails_the_point(failing, status, error):
     """A wrong pick: tests/cli/test_verify_cli.py."""
     runner = FakeRunner({BIG: [1.0] * 6}, status, failing)
-    result = verify_shape(SHAPE, {1: BIG.as_dict()}, [3], lambda N, K, M: runner, rounds=6)
+    planned = PlannedShape(SHAPE, {1: BIG.as_dict()}, (3,))
+    result = verify_shape(planned, lambda N, K, M: runner, rounds=6)
     assert result.points == (PointResult(3, 1, BIG, Verdict.FAILED, False, error=error),)
     assert DEFAULT not in runner.sampled and result.points[0].speedup is None
     assert result.offending == [3]
@@ -139,36 +138,3 @@ def test_plan_checks_each_file_and_names_the_shape_without_one():
         "no file of tiny TP 1 to check (N=256,K=384: no trials in the store; "
         "N=576,K=256: M=16 has no trials)"
     )
-
-
-def _result(N, K, verdicts):
-    points = tuple(PointResult(M, M, SMALL, verdict, True) for M, verdict in verdicts)
-    return ShapeVerification(N, K, BLOCK, (1,), points)
-
-
-def test_fix_passes_tune_the_offending_m_keep_each_shapes_latest_and_stop_after_three():
-    first = [
-        _result(256, 384, [(1, Verdict.OK), (8, Verdict.SLOWER)]),
-        _result(576, 256, [(1, Verdict.OK)]),
-    ]
-    fixed = _result(256, 384, [(1, Verdict.OK), (8, Verdict.OK)])
-    tuned, said, passes = [], [], []
-
-    def check_again(shapes, fix_pass):
-        passes.append((shapes, fix_pass))
-        return [fixed], []
-
-    assert fix_passes(first, tuned.append, check_again, said.append) == [fixed, first[1]]
-    assert (tuned, passes) == ([{(256, 384): [8]}], [({(256, 384)}, 1)])
-    assert said == [
-        "after --fix pass 1: 1 shape(s), 2 M values: 2 ok (0 run the default "
-        "config), 0 slower, 0 failed"
-    ]
-    failing = [_result(256, 384, [(8, Verdict.FAILED)])]
-    passes.clear()
-    latest = fix_passes(
-        failing, tuned.append, lambda s, n: (passes.append(n) or failing, []), print
-    )
-    assert (passes, latest) == ([1, 2, 3], failing)
-    with pytest.raises(ValueError, match=r"^1 shape\(s\) have no file after --fix"):
-        fix_passes(failing, tuned.append, lambda s, n: ([], ["N=256,K=384: no file"]), print)
