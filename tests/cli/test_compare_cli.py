@@ -21,7 +21,7 @@ from tuner.core import ComparisonStatus
 DEVICE = "TRITON_INTERPRETER"
 FAST_AT_1 = {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)]}
 TINY = {"device_name": DEVICE, "model": "tiny", "m_values": (1,)}
-COMPARE = "compare --device interpreter --model tiny --m 1 --rounds 2 --interpreter-reps 1".split()
+COMPARE = "compare --device interpreter --model tiny --m 1 --rounds 2".split()
 
 
 def _stored(db: str):
@@ -78,10 +78,8 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(tmp_path: Path, d
     # answering Marlin; its modules dropped from sys.modules afterwards.
     monkeypatch.setenv(CAPABILITY_VARIABLE, "8.9")
     marlin = "MarlinFP8ScaledMMLinearKernel"
-    # vLLM's default by the table (its rules: tests/tuner/compare/test_versus.py): Marlin
-    monkeypatch.setattr(
-        "tuner.compare.versus.default_kernels", lambda shapes, *args: dict.fromkeys(shapes, marlin)
-    )
+    # vLLM's default by the table (its rules: tests/tuner/inputs/test_backends.py): Marlin
+    monkeypatch.setattr("tuner.cli.compare.table_dense_kernel", lambda *args: marlin)
     with importable(build_standin(tmp_path / "site"), monkeypatch):
         # The builtin kernel's trials pick SLOW at M=1, vLLM's kernel's pick FAST: with vLLM
         # importable, compare reads vLLM's files and times vLLM's kernel with them.

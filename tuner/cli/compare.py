@@ -21,7 +21,6 @@ from tuner.cli.options import (
     ConfigsOpt,
     DbOpt,
     DeviceOpt,
-    InterpreterRepsOpt,
     ModelOpt,
     OutDtypeOpt,
     TpOpt,
@@ -49,6 +48,7 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.serving import TABLE
 from tuner.kernels.shape import Shape, as_block_shape
+from tuner.kernels.vllm_table import capability_number, table_dense_kernel
 from tuner.measure.noise import RETIME_ROUNDS
 from tuner.measure.runner import Problem
 from tuner.run.plan import SweepRequest
@@ -106,10 +106,10 @@ class _Bench:
             allow_partial=allow_partial,
         )
 
-    def make_runner(self, N: int, K: int, M: int, library=None, **options) -> CandidateRunner:
+    def make_runner(self, N: int, K: int, M: int, library=None) -> CandidateRunner:
         """The runner of (N, K, M): our Triton kernel, and `library`'s on the same inputs."""
         problem = Problem(M, N, K, self.block_shape, self.out_dtype, kernel=self.kernel)
-        return CandidateRunner(problem, device=self.on, library=library or {}, **options)
+        return CandidateRunner(problem, device=self.on, library=library or {})
 
 
 def compare(
@@ -119,7 +119,6 @@ def compare(
     m: MOpt = DEFAULT_M,
     rounds: RoundsOpt = RETIME_ROUNDS,
     out_dtype: OutDtypeOpt = OutDtype.bfloat16,
-    interpreter_reps: InterpreterRepsOpt = 3,
     db: DbOpt = None,
 ) -> None:
     """Time the kernels vLLM could run for a model's block-FP8 GEMMs on this device, and say
@@ -139,8 +138,8 @@ def compare(
     except ValueError as exc:
         raise fail(str(exc).strip("'\"")) from None
     url, store = open_db(db, must_exist=True)
-    found = measuring_device(store, device, interpreter_reps)
-    run = _Compare(store, url, model_shapes, found, out_dtype.value, rounds, interpreter_reps)
+    found = measuring_device(store, device)
+    run = _Compare(store, url, model_shapes, found, out_dtype.value, rounds)
     run.record(run.all(m_values))
 
 
@@ -148,15 +147,18 @@ def compare(
 class _Compare(_Bench):
     """One `tuner compare`: the library kernels timed beside ours, or why they are not."""
 
-    interpreter_reps: int = 3
-
     def __post_init__(self) -> None:
         super().__post_init__()
         self.library, self.unavailable = library_kernels(self.on, self.block_shape or (128, 128))
         self.env = self.runner.environment(self.kernel, DEFAULT_FAMILY)
-        shapes, model_type = self.model_shapes.pairs(), self.model_shapes.model_type
-        capability = self.env["compute_capability"]
-        self.defaults = versus.default_kernels(shapes, capability, self.out_dtype, model_type)
+        # (N, K) -> vLLM's default kernel class there by the tuner's table; None where it
+        # knows none (the interpreter's compute capability among them).
+        capability = capability_number(self.env["compute_capability"]) or 0
+        model_type = self.model_shapes.model_type
+        self.defaults = {
+            (N, K): table_dense_kernel(capability, N, K, self.out_dtype, model_type)
+            for N, K in self.model_shapes.pairs()
+        }
 
     def point(self, N: int, K: int, M: int, configs) -> ComparePoint:
         """One (N, K, M) timed: the config vLLM picks from `configs` (the shape's file; None:
@@ -170,7 +172,7 @@ class _Compare(_Bench):
         else:
             missing[TRITON_TUNED] = "no file for this shape in the store"
         candidates += [Candidate(name) for name in self.library]
-        runner = self.make_runner(N, K, M, self.library, interpreter_reps=self.interpreter_reps)
+        runner = self.make_runner(N, K, M, self.library)
         return versus.compare_point((N, K, M), runner, candidates, missing, rounds=self.rounds)
 
     def all(self, m_values) -> list[ComparePoint]:

@@ -180,21 +180,6 @@ def compare_point(
     return ComparePoint(*shape, tuple(times[name] for name in BACKENDS if name in times))
 
 
-def default_kernels(
-    shapes: Iterable[tuple[int, int]],
-    compute_capability: str | None,
-    out_dtype: str,
-    model_type: str | None,
-) -> dict[tuple[int, int], str | None]:
-    """(N, K) -> vLLM's default kernel class there, by the tuner's table; None where the table
-    knows none (the interpreter's compute capability among them)."""
-    capability = vllm_table.capability_number(compute_capability) or 0
-    return {
-        (N, K): vllm_table.table_dense_kernel(capability, N, K, out_dtype, model_type)
-        for N, K in shapes
-    }
-
-
 def beats(ratio: float, other: str) -> str:
     """Words for `ratio` = other's time / tuned Triton's (above 1: Triton faster)."""
     if ratio > 1:

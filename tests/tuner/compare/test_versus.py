@@ -24,7 +24,6 @@ from tuner.compare.versus import (
     Candidate,
     ComparePoint,
     compare_point,
-    default_kernels,
     flag_lines,
 )
 from tuner.core import ComparisonStatus, TrialStatus
@@ -123,17 +122,6 @@ def _point(M: int, N: int = 1, **latency: float | None) -> ComparePoint:
             for k, v in latency.items()
         ),
     )
-
-
-def test_vllms_default_is_the_tables_per_shape() -> None:
-    """The table's rules: tests/tuner/inputs/test_backends.py."""
-    shapes = [(7168, 18432), (200, 256)]
-    assert default_kernels(shapes, "9.0", "bfloat16", "deepseek_v3") == {
-        (7168, 18432): "DeepGemmFp8BlockScaledMMKernel",
-        (200, 256): "CutlassFp8BlockScaledMMKernel",
-    }
-    assert default_kernels(shapes[:1], "8.9", "bfloat16", None) == {shapes[0]: MARLIN}
-    assert default_kernels(shapes[:1], "", "bfloat16", None) == {shapes[0]: None}  # interpreter
 
 
 def test_the_flag_against_vllms_default_per_m_and_for_decode_and_prefill() -> None:
