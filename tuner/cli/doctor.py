@@ -80,20 +80,10 @@ def _findings(
     model: str | None,
     tp: int | None,
 ) -> Diagnosis:
-    """The options checked (a bad one exits 2 with one line), the visible GPUs (which answer
-    what --arch and --device do not) and versions here, and `diagnose`'s findings of them."""
-    if arch is not None and re.fullmatch(r"sm\d{2,3}", arch) is None:
-        raise fail(f"--arch {arch!r} is not an architecture such as sm89 or sm90")
-    if tp is not None and model is None:
-        raise fail("--tp needs --model")
-    try:
-        asked = load_shapes(model, tp) if model is not None else None
-        backend = linear_backend_value(linear_backend) if linear_backend is not None else None
-        device_name = (
-            resolve_device(device, list, need_device=False)[0].device_name if device else None
-        )
-    except (UnknownModelError, ShapesFileError, ValueError) as exc:
-        raise fail(str(exc).strip("'\"")) from None
+    """The facts doctor prints: the options checked (`_asked`), the visible GPUs (which answer
+    what --arch and --device do not), the versions here, the vLLM installed here and what the
+    tuner's table says of the architecture (`advise`)."""
+    device_name, asked, triton = _asked(arch, device, linear_backend, model, tp)
     versions = {name: _installed(name) for name in ("torch", "triton")}
     gpus = []
     if versions["torch"]:
@@ -106,39 +96,14 @@ def _findings(
     elif arch is None and device_name is not None:
         known = known_capability(device_name)
         arch = f"sm{known}" if known else None
-    lines = [
+    out = Diagnosis()
+    visible = "; ".join(
         f"{g.index}: {g.gpu_name} (sm{capability_number(g.compute_capability)}, {g.device_name})"
         for g in gpus
-    ]
-    return diagnose(
-        arch,
-        lines,
-        versions,
-        device_name=device_name,
-        model=asked,
-        linear_backend_triton=backend == "triton",
     )
-
-
-def diagnose(
-    arch: str | None,
-    gpus: list[str],
-    versions: dict[str, str],
-    *,
-    device_name: str | None = None,
-    model: ModelShapes | None = None,
-    linear_backend_triton: bool = False,
-) -> Diagnosis:
-    """The findings for one architecture (`arch`: "sm90", the visible GPU's or --arch; None
-    when neither is known): `gpus`, one line per visible GPU ([] when none); `versions`,
-    torch's, triton's and cuda's ("" when not installed); `device_name`, vLLM's key of the
-    GPU; `model`, the model vLLM serves (--model, --tp); `linear_backend_triton`, the server
-    runs with `--linear-backend triton`."""
-    out = Diagnosis()
-    say = out.lines.append
-    say("GPUs: " + ("; ".join(gpus) if gpus else "none visible"))
-    say(f"architecture: {arch or 'unknown'}, device_name: {device_name or 'unknown'}")
-    say(
+    out.lines.append("GPUs: " + (visible or "none visible"))
+    out.lines.append(f"architecture: {arch or 'unknown'}, device_name: {device_name or 'unknown'}")
+    out.lines.append(
         f"torch {versions.get('torch') or 'not installed'}, triton "
         f"{versions.get('triton') or 'not installed'}, CUDA {versions.get('cuda') or 'none'}"
     )
@@ -149,16 +114,50 @@ def diagnose(
         )
         return out
     _say_vllm(out)
+    advise(out, arch, asked, triton)
+    return out
+
+
+def _asked(
+    arch: str | None,
+    device: str | None,
+    linear_backend: str | None,
+    model: str | None,
+    tp: int | None,
+) -> tuple[str | None, ModelShapes | None, bool]:
+    """(vLLM's key of --device, --model's shapes, whether --linear-backend is triton); a bad
+    option exits 2 with one line."""
+    if arch is not None and re.fullmatch(r"sm\d{2,3}", arch) is None:
+        raise fail(f"--arch {arch!r} is not an architecture such as sm89 or sm90")
+    if tp is not None and model is None:
+        raise fail("--tp needs --model")
+    try:
+        asked = load_shapes(model, tp) if model is not None else None
+        backend = linear_backend_value(linear_backend) if linear_backend is not None else None
+        device_name = (
+            resolve_device(device, list, need_device=False)[0].device_name if device else None
+        )
+    except (UnknownModelError, ShapesFileError, ValueError) as exc:
+        raise fail(str(exc).strip("'\"")) from None
+    return device_name, asked, backend == "triton"
+
+
+def advise(
+    out: Diagnosis, arch: str, model: ModelShapes | None = None, triton: bool = False
+) -> None:
+    """What the tuner's table says of `arch` ("sm90"): each family's advice (`model`: the
+    model vLLM serves; `triton`: the server runs with `--linear-backend triton`), and the
+    reason when vLLM reads no tuned file there."""
     capability, table_arch = capability_number(arch) or 0, arch_of(arch)
     table = next((a for a in ARCH_BACKENDS if a.arch == table_arch), None)
     if table is None or table_arch is None:
-        say(
+        out.lines.append(
             "dense block-FP8 linear: vLLM runs no FP8 block kernel (FP8 needs sm89 or newer) "
             f"({TABLE})"
         )
         out.reasons.append(f"{arch} has no FP8 dot: the block-FP8 kernels cannot run")
-        return out
-    asked = Asked(arch, capability, table_arch, table, model, linear_backend_triton)
+        return
+    asked = Asked(arch, capability, table_arch, table, model, triton)
     for family in FAMILIES.values():
         if family.serving and family.serving.advice:
             family.serving.advice(out, asked)
@@ -168,7 +167,6 @@ def diagnose(
             f"start it with {TRITON_FLAG} (and pass --linear-backend triton "
             "here) if tuner compare shows Triton wins"
         )
-    return out
 
 
 def _say_vllm(out: Diagnosis) -> None:

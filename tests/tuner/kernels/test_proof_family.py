@@ -266,11 +266,12 @@ def advise(out, asked) -> None:
 
 
 def test_doctor_says_what_a_registered_family_says_of_itself(monkeypatch) -> None:
-    from tuner.cli.doctor import diagnose
+    from tuner.cli import doctor
+    from tuner.kernels.serving import Diagnosis
 
     serving = VllmServing(label="toy", advice=advise)
     monkeypatch.setitem(FAMILIES, "toy", dataclasses.replace(TOY, serving=serving))
-    monkeypatch.setattr("tuner.cli.doctor.vllm_version", lambda: None)
-    out = diagnose("sm90", gpus=[], versions={"triton": ""})
+    out = Diagnosis()
+    doctor.advise(out, "sm90")
     assert out.lines[-1] == "toy on sm90 (sm90)"
     assert out.helps == ["moe", "toy"]  # sm90: vLLM runs the Triton MoE kernel by default
