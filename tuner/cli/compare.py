@@ -218,12 +218,8 @@ def _print_shape(
 ) -> None:
     """One shape's table, each column headed by its kernel's one name; vLLM's default kernel's
     (`default`, its class name) gets a *."""
-    shown = [
-        t.backend
-        for t in points[0].times
-        if t.status is not ComparisonStatus.UNAVAILABLE
-        or any(p.latency(t.backend) is not None for p in points)
-    ]
+    # A kernel is unavailable at every M of a shape or at none.
+    shown = [t.backend for t in points[0].times if t.status is not ComparisonStatus.UNAVAILABLE]
     marked = versus.KERNEL_BACKENDS.get(default or "")
     cells = {
         (p.M, t.backend): f"{t.latency_us:.1f}" if t.latency_us is not None else t.status
