@@ -180,6 +180,14 @@ def test_wrong_result_is_a_failure(store, fake_runner, monkeypatch):
     assert result.stderr.splitlines()[0] == "N=256,K=384: failed at M=1, 2, 8"
 
 
+def test_an_interrupt_exits_130(store, fake_runner, monkeypatch):
+    def interrupt(self, candidate):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(FakeRunner, "check", interrupt)
+    one_line_error(verify(store[0], "--allow-stale", code=130), "interrupted", 130)
+
+
 def _default_only(tmp_path):
     path = tmp_path / "default.json"
     path.write_text(json.dumps([DEFAULT]))
