@@ -103,16 +103,6 @@ class ComparePoint:
                 return time.latency_us
         return None
 
-    @property
-    def fastest(self) -> str | None:
-        """The backend with the lowest median here; None when none ran."""
-        timed = [
-            (t.latency_us, BACKENDS.index(t.backend), t.backend)
-            for t in self.times
-            if t.status is ComparisonStatus.OK
-        ]
-        return min(timed)[2] if timed else None
-
 
 def _checked(runner: Any, candidate: Candidate) -> BackendTime:
     """A candidate checked against the float64 reference: ok (untimed yet) or failed with
