@@ -280,14 +280,16 @@ def verify(
     plain(versus.summary_line(results))
     if fix:
         results = run.fix(results)
-    lines = versus.offending_lines(results)
-    for line in lines:
-        typer.echo(line, err=True)
-    if lines:
+    offending = "; ".join(
+        f"{shape_label(r.N, r.K)} M={', '.join(map(str, r.offending))}"
+        for r in results
+        if r.offending
+    )
+    if offending:
         hint = "" if fix else "; `--fix` tunes these M values"
-        count = sum(len(result.offending) for result in results)
-        what = f"slower than its default config or failed at {count} M value(s){hint}"
-        raise fail(f"vLLM's pick is {what}", 1)
+        raise fail(
+            f"vLLM's pick is slower than its default config or failed at {offending}{hint}", 1
+        )
 
 
 @dataclass

@@ -45,8 +45,7 @@ DeviceOpt = Annotated[
     typer.Option(help="GPU model vLLM serves on (L20, H200) [default: the visible GPU]."),
 ]
 LinearBackendOpt = Annotated[
-    str | None,
-    typer.Option(help="The server's --linear-backend: triton makes it read the dense files."),
+    str | None, typer.Option(help="The server's --linear-backend (triton reads the dense files).")
 ]
 ModelOpt = Annotated[
     str | None, typer.Option(help="Model key (`tuner shapes list`): vLLM's choice per shape.")
@@ -176,8 +175,7 @@ def _say_vllm(out: Diagnosis) -> None:
     if version is None:
         out.lines.append(
             "vLLM: not importable here; a sweep here times the builtin kernels (copies of "
-            f"vLLM {VLLM_VERSION}'s); run `tuner doctor` inside the serving image to check its "
-            "vLLM"
+            f"vLLM {VLLM_VERSION}'s); run `tuner doctor` in the serving image to check its vLLM"
         )
         return
     problem = vllm_triton_problem()

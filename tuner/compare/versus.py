@@ -237,15 +237,8 @@ def check_points(keys: Iterable[int], grid: Iterable[int]) -> list[int]:
     above vLLM's largest batch size (or the largest key, when larger) are left out.
 
     E.g. keys (1, 16), grid (1, 16, 32) -> [1, 2, 8, 15, 16, 17, 32].
-
-    Raises:
-        ValueError: no keys, or a key or grid M below 1.
     """
     ordered, grid = sorted(set(keys)), set(grid)
-    if not ordered:
-        raise ValueError("no keys to check")
-    if ordered[0] < 1 or (grid and min(grid) < 1):
-        raise ValueError("M values must be >= 1")
     derived = {(a + b) // 2 for a, b in zip(ordered, ordered[1:], strict=False)}
     derived |= {key + 1 for key in ordered} | {key - 1 for key in ordered if key > 1}
     limit = max(VLLM_M_GRID[-1], *ordered)
@@ -296,14 +289,10 @@ class ShapeVerification:
     keys: tuple[int, ...]
     points: tuple[PointResult, ...]
 
-    def at(self, verdict: Verdict) -> list[int]:
-        """The M with this verdict."""
-        return [point.M for point in self.points if point.verdict is verdict]
-
     @property
     def offending(self) -> list[int]:
         """The M that `--fix` adds keys for: slower or failed, ascending."""
-        return sorted(self.at(Verdict.SLOWER) + self.at(Verdict.FAILED))
+        return sorted(point.M for point in self.points if point.verdict is not Verdict.OK)
 
 
 def judge(chosen: Any, default: Any, noise_floor: float = 0.0) -> tuple[Verdict, float]:
@@ -344,11 +333,9 @@ def verify_shape(
     failed launch or timing is FAILED) and times them interleaved, and `judge` decides.
 
     Raises:
-        ValueError: no configs, an entry without vLLM's six keys, or an unknown family.
+        ValueError: an entry without vLLM's six keys, or an unknown family.
     """
     shape, kernels = planned.shape, get_family(family)
-    if not planned.configs:
-        raise ValueError("the file has no keys")
     parsed = {M: KernelConfig.from_dict(entry) for M, entry in planned.configs.items()}
 
     def point(M: int) -> PointResult:
@@ -424,14 +411,3 @@ def summary_line(results: Sequence[ShapeVerification]) -> str:
         f"({untimed} run the default config), {counts[Verdict.SLOWER]} slower, "
         f"{counts[Verdict.FAILED]} failed"
     )
-
-
-def offending_lines(results: Sequence[ShapeVerification]) -> list[str]:
-    """One line per shape and verdict with slower or failed M, naming them."""
-    words = {Verdict.SLOWER: "slower than the default", Verdict.FAILED: "failed"}
-    return [
-        f"{shape_label(result.N, result.K)}: {what} at M={', '.join(map(str, values))}"
-        for result in results
-        for verdict, what in words.items()
-        if (values := result.at(verdict))
-    ]
