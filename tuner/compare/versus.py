@@ -172,13 +172,10 @@ def compare_point(
 
 def beats(ratio: float, other: str) -> str:
     """Words for `ratio` = other's time / tuned Triton's (above 1: Triton faster)."""
-    if ratio > 1:
-        return f"Triton beats {other} by {(ratio - 1) * 100:.1f}% ({other} takes {ratio:.3g}x)"
-    if ratio < 1:
-        return (
-            f"{other} beats Triton by {(1 / ratio - 1) * 100:.1f}% (Triton takes {1 / ratio:.3g}x)"
-        )
-    return f"Triton and {other} tie"
+    if ratio == 1:
+        return f"Triton and {other} tie"
+    winner, loser, times = ("Triton", other, ratio) if ratio > 1 else (other, "Triton", 1 / ratio)
+    return f"{winner} beats {loser} by {(times - 1) * 100:.1f}% ({loser} takes {times:.3g}x)"
 
 
 def flag_lines(
@@ -286,7 +283,6 @@ class ShapeVerification:
     N: int
     K: int
     block_shape: tuple[int, int] | None
-    keys: tuple[int, ...]
     points: tuple[PointResult, ...]
 
     @property
@@ -360,7 +356,7 @@ def verify_shape(
         )
 
     results = tuple(point(M) for M in planned.m_points)
-    return ShapeVerification(shape.N, shape.K, shape.block_shape, tuple(sorted(parsed)), results)
+    return ShapeVerification(shape.N, shape.K, shape.block_shape, results)
 
 
 def plan(
@@ -394,10 +390,8 @@ def plan(
         m_points = check_points(configs, grids.get(key, ()))
         planned.append(PlannedShape(key.shape, configs, tuple(m_points)))
     if not planned and only is None:
-        reasons = "; ".join(reasons_of)
-        raise ValueError(
-            f"no file of {model_shapes.model} TP {model_shapes.tp} to check ({reasons})"
-        )
+        model = f"{model_shapes.model} TP {model_shapes.tp}"
+        raise ValueError(f"no file of {model} to check ({'; '.join(reasons_of)})")
     return planned, missing
 
 
