@@ -263,12 +263,9 @@ def verify(
     Exit codes: 0 every M ok; 1 some M slower or failed (named on stderr); 2 bad input
     (unknown model or device, no file to check); 130 interrupted."""
     model_shapes = _model(model, tp)
-    for name in model_shapes.groups:
-        if name != DEFAULT_FAMILY:
-            plain(
-                f"note: {get_family(name).report.short_title or name} files are not verified "
-                f"yet ({model_shapes.family_label(name)})"
-            )
+    for name in [name for name in model_shapes.groups if name != DEFAULT_FAMILY]:
+        title = get_family(name).report.short_title or name
+        plain(f"note: {title} files are not verified yet ({model_shapes.family_label(name)})")
     candidates = load_configs(configs)
     if not model_shapes.of(DEFAULT_FAMILY):
         return

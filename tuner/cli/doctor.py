@@ -8,6 +8,7 @@ works with --arch alone. What is said of each family is the family's
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import re
 from typing import Annotated
@@ -203,14 +204,10 @@ def triton_needed() -> str | None:
     metadata names, else the installed torch's (vLLM 0.33.0 pins only torch, whose wheel pins
     triton); None when neither names triton."""
     for distribution in ("vllm", "torch"):
-        try:
-            requires = importlib.metadata.requires(distribution) or []
-        except importlib.metadata.PackageNotFoundError:
-            continue
-        for line in requires:
-            requirement = Requirement(line)
-            if requirement.name == "triton":
-                return str(requirement.specifier)
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            for requirement in map(Requirement, importlib.metadata.requires(distribution) or []):
+                if requirement.name == "triton":
+                    return str(requirement.specifier)
     return None
 
 
@@ -225,7 +222,6 @@ def spec_minor(spec: str) -> str | None:
 
 def _installed(name: str) -> str:
     """The installed distribution's version; "" when not installed."""
-    try:
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
         return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return ""
+    return ""

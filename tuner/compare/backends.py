@@ -156,10 +156,8 @@ class LayerKernel:
 
         N, K = B.shape
         layer: Any = torch.nn.Module()  # carries vLLM's layer attributes too
-        layer.register_parameter("weight", torch.nn.Parameter(B.clone(), requires_grad=False))
-        layer.register_parameter(
-            "weight_scale_inv", torch.nn.Parameter(Bs.clone(), requires_grad=False)
-        )
+        for name, tensor in (("weight", B), ("weight_scale_inv", Bs)):
+            layer.register_parameter(name, torch.nn.Parameter(tensor.clone(), requires_grad=False))
         layer.input_size_per_partition, layer.output_size_per_partition = K, N
         layer.logical_widths, layer.orig_dtype = [N], out_dtype
         layer.weight_block_size, layer.input_scale = [128, 128], None

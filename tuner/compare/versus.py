@@ -119,13 +119,14 @@ def _checked(runner: Any, candidate: Candidate) -> BackendTime:
 
 
 def _timed(runner: Any, candidates: Sequence[Any], rounds: int) -> list:
-    """Interleaved re-timings (tuner.measure.noise.Retime) of the candidates; when timing them
+    """Interleaved (median, p20, p80) of the candidates in microseconds; when timing them
     together raises (a kernel that checks but cannot be timed, e.g. not capturable), each is
     timed alone, and one that still raises gets its one-line reason (a str) instead."""
     if not candidates:
         return []
     try:
-        return retime_interleaved(runner.sample_us, candidates, rounds=rounds)
+        timed = retime_interleaved(runner.sample_us, candidates, rounds=rounds)
+        return [(r.latency_us, r.p20_us, r.p80_us) for r in timed]
     except Exception as exc:  # noqa: BLE001 - find the culprit below, alone
         if len(candidates) == 1:
             return [f"timing: {error_line(exc)}"]
@@ -160,9 +161,7 @@ def compare_point(
         times[candidate.backend] = (
             replace(old, status=ComparisonStatus.FAILED, note=result)
             if isinstance(result, str)
-            else replace(
-                old, latency_us=result.latency_us, p20_us=result.p20_us, p80_us=result.p80_us
-            )
+            else replace(old, latency_us=result[0], p20_us=result[1], p80_us=result[2])
         )
     if same:
         note = "vLLM's default config (the file picks it here)"
