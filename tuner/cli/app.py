@@ -48,11 +48,7 @@ def _group(name: str, help_text: str, no_args_is_help: bool = True) -> typer.Typ
     return group
 
 
-shapes_app = _group(
-    "shapes",
-    "Models and their (N, K) per TP size: list, show, and read them from a server log or a "
-    "config.json.",
-)
+shapes_app = _group("shapes", "Models and their (N, K) per TP size, from a log or config.json.")
 db_app = _group("db", "Manage the store: its schema, its backup.")
 recipe_app = _group("recipe", "Ready-to-run text for sweeps inside the serving image.", False)
 
@@ -82,7 +78,3 @@ db_app.command("backup")(db_admin.db_backup)
 def main() -> None:
     """Console-script entry point: a store fault or Ctrl-C is one line (tuner.cli.guard)."""
     run_guarded(app)
-
-
-if __name__ == "__main__":
-    main()

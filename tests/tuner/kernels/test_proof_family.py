@@ -70,7 +70,7 @@ def test_a_shapes_key_belongs_to_its_registered_family(toy: Path, monkeypatch) -
     assert model.of("toy") == (toy_shape(64, 64, 2), toy_shape(96, 64, 2), toy_shape(64, 128, 5))
     assert model.of("dense")[0].block_shape == (128, 128)  # the model's, not the toy's
     # The family writes its rows back as they were read, after the families before it.
-    assert render_shapes_file("toymodel", "d", (128, 128), {1: ("s", model.groups)}) == TOML
+    assert render_shapes_file([model]) == TOML
     toy.write_text(TOML.replace("[64, 128, 5]", "[64, 128]"))
     with pytest.raises(ShapesFileError, match=r"TP 1: toy \[64, 128\] is not \[N, K, G\]$"):
         load_shapes("toymodel", 1)
