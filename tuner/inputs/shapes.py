@@ -70,7 +70,7 @@ class ModelShapes:
     @property
     def shapes(self) -> tuple[tuple[int, int], ...]:
         """The default family's (N, K) pairs (`pairs()`), for the comparisons that read them
-        (`tuner.compare.verify`, `tuner.compare.doctor`)."""
+        (`tuner.compare.versus`, `tuner.cli.doctor`)."""
         return self.pairs()
 
     def family_label(self, family: str) -> str:

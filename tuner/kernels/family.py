@@ -316,7 +316,7 @@ class KernelFamily:
             return self.report.brief_shape(shape)
         return f"N={shape.N} K={shape.K}"
 
-    # Doctor, verify and import (tuner.compare.doctor).
+    # Doctor, verify and import (tuner.cli.doctor).
     advice: Callable[[Any, Any], None] | None = None
     # vLLM log lines (tuner.inputs.logs)
     log_line: VllmLogLine | None = None

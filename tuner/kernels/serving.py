@@ -2,7 +2,7 @@
 (`tuner.kernels.family.KernelFamily.advice`) takes and gives it: the question a family's advice
 answers (`Asked`), the lines it adds (`Diagnosis`), the words doctor's lines share, and vLLM's
 description of a block-FP8 linear layer (`block_fp8_layer_config`, which `tuner compare`
-takes). The generic doctor code is `tuner.compare.doctor`; each family's hook lives in its own
+takes). The generic doctor code is `tuner.cli.doctor`; each family's hook lives in its own
 folder. Importable without torch, triton or vLLM.
 """
 

@@ -11,6 +11,8 @@ from tuner.inputs.logs import scan_lines
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.gpus import KNOWN_GPUS, MAX_SHARED_BYTES
 from tuner.kernels.vllm_table import (
+    FP8_BLOCK_KERNELS,
+    MARLIN,
     arch_of,
     deepgemm_refusal,
     table_dense_kernel,
@@ -37,10 +39,11 @@ def test_per_architecture_lines() -> None:
 DEEPGEMM, CUTLASS = "DeepGemmFp8BlockScaledMMKernel", "CutlassFp8BlockScaledMMKernel"
 
 
-# sm90 with deepseek_v3 and sm89's Marlin: tests/tuner/compare/test_versus.py.
 @pytest.mark.parametrize(
     ("capability", "N", "K", "dtype", "model_type", "kernel"),
     [
+        (89, 7168, 18432, "bfloat16", None, MARLIN),
+        (0, 7168, 18432, "bfloat16", None, None),  # the interpreter's capability: none known
         (90, 7168, 18432, "bfloat16", None, DEEPGEMM),
         (90, 7168, 18432, "float16", None, CUTLASS),
         (90, 200, 256, "bfloat16", None, CUTLASS),

@@ -25,7 +25,7 @@ from db.models import ImportedFile, ReleaseFile, Sweep
 from tests.toyfamily.family import ENV, TOY, toy_shape
 from tests.tuner.compare.test_verify import FakeRunner
 from tuner.cli.app import app
-from tuner.compare.verify import PointResult, Verdict, verify_shape
+from tuner.compare.versus import PlannedShape, PointResult, Verdict, verify_shape
 from tuner.files.format import dump_config_file
 from tuner.files.mounts import MountRequest, render_mounts
 from tuner.files.pull import render_pull_recipe
@@ -216,7 +216,8 @@ def test_a_file_is_verified_against_the_familys_own_default(toy) -> None:
     # BLOCK_SIZE_K=256 breaks the toy's rule for K=64.
     m_points = [1, 8, 24, 4096]
     shape = Shape(64, 64, None, (("G", 2),))
-    result = verify_shape(shape, configs, m_points, make_runner, rounds=4, family="toy")
+    planned = PlannedShape(shape, configs, tuple(m_points))
+    result = verify_shape(planned, make_runner, rounds=4, family="toy")
     error = "invalid config: BLOCK_SIZE_K=256 is more than K=64"
     assert result.points == (
         PointResult(1, 1, SMALL, Verdict.OK, False),
@@ -263,10 +264,11 @@ def advise(out, asked) -> None:
 
 
 def test_doctor_says_what_a_registered_family_says_of_itself(monkeypatch) -> None:
-    from tuner.compare.doctor import Question, diagnose
+    from tuner.cli import doctor
+    from tuner.kernels.serving import Diagnosis
 
     monkeypatch.setitem(FAMILIES, "toy", dataclasses.replace(TOY, advice=advise))
-    monkeypatch.setattr("tuner.compare.doctor.vllm_version", lambda: None)
-    out = diagnose(Question(arch="sm90"), gpus=[], versions={"triton": ""})
+    out = Diagnosis()
+    doctor.advise(out, "sm90")
     assert out.lines[-1] == "toy on sm90 (sm90)"
     assert out.helps == ["moe", "toy"]  # sm90: vLLM runs the Triton MoE kernel by default
