@@ -1,6 +1,7 @@
 """The FastAPI application factory: routers, middleware, `/docs`, and one way of answering
-errors as JSON `{"detail": ...}`: HTTP errors as raised, 422s short whatever was sent, and every
-store fault (busy, unreachable, at another schema) a 503 with Retry-After, never a 500."""
+errors as JSON `{"detail": ...}`: HTTP errors as raised (FastAPI's own handler), 422s short
+whatever was sent, and every store fault (busy, unreachable, at another schema) a 503 with
+Retry-After, never a 500."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from starlette.exceptions import HTTPException
 
 import tuner
 from api.deps import RequestGuard, StoreHandle
@@ -75,17 +75,15 @@ def store_fault(exc: Exception, store: str) -> tuple[str, int]:
 
 
 def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
-    """HTTP errors, request validation (inputs quoted by `excerpt`, at most MAX_ERRORS errors
+    """Request validation (inputs quoted by `excerpt`, at most MAX_ERRORS errors
     and `errors_total` counting them all) and store faults."""
-
-    async def http_error(_request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, HTTPException)
-        return JSONResponse({"detail": exc.detail}, exc.status_code, exc.headers)
 
     async def invalid(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         errors = exc.errors()
-        shown = [{**e, "input": excerpt(e["input"])} if "input" in e else e for e in errors[:10]]
+        shown = [
+            {**e, "input": excerpt(e["input"])} if "input" in e else e for e in errors[:MAX_ERRORS]
+        ]
         body: dict[str, Any] = {"detail": jsonable_encoder(shown)}
         if len(errors) > MAX_ERRORS:
             body["errors_total"] = len(errors)
@@ -95,7 +93,6 @@ def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
         detail, retry_after = store_fault(exc, settings.masked_db_url())
         return JSONResponse({"detail": detail}, 503, {"Retry-After": str(retry_after)})
 
-    app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
     for fault in (SchemaError, SQLAlchemyError):
         app.add_exception_handler(fault, store_error)

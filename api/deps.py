@@ -115,9 +115,7 @@ class RequestGuard:
         await self.app(scope, counted, send)
 
 
-DeviceName = Annotated[
-    str, Path(pattern=DEVICE_ARG_PATTERN, description="`NVIDIA_L20`, or `L20` or `NVIDIA L20`.")
-]
+DeviceName = Annotated[str, Path(pattern=DEVICE_ARG_PATTERN, description="`NVIDIA_L20` or `L20`.")]
 
 
 def known_device(session: SessionDep, device_name: DeviceName) -> str:
@@ -132,23 +130,17 @@ def known_device(session: SessionDep, device_name: DeviceName) -> str:
 
 KnownDevice = Annotated[str, Depends(known_device)]
 OutDtypeQuery = Annotated[OutDtype | None, Query(description="Only trials of this output dtype.")]
-AllowStale = Annotated[
-    bool, Query(description="Also trials of another kernel or Triton (`current`).")
-]
-EngineParam = Annotated[
-    EngineName, Query(description="Spell names as vLLM or SGLang (same configs).")
-]
-FileName = Annotated[str, Path(description="A config file name in vLLM's or SGLang's spelling.")]
+AllowStale = Annotated[bool, Query(description="Also trials of another kernel or Triton.")]
+EngineParam = Annotated[EngineName, Query(description="Spell names as vLLM or SGLang.")]
+FileName = Annotated[str, Path(description="A config file name (vLLM's or SGLang's).")]
 IfNoneMatch = Annotated[str | None, Header(description="Cached ETag(s); a match answers 304.")]
-ReleaseNumber = Annotated[
-    int | None, Query(ge=1, le=MAX_INT32, description="A release number; default the latest.")
-]
+ReleaseNumber = Annotated[int | None, Query(ge=1, le=MAX_INT32, description="Default: the latest.")]
 
 
 class MergeQuery(BaseModel):
     """The query of a route that merges a device's winners into files on the request."""
 
-    partial: bool | None = Field(None, description="Also shapes with M left (TUNER_ALLOW_PARTIAL).")
+    partial: bool | None = Field(None, description="Also shapes with M left.")
     out_dtype: OutDtypeQuery = None
     engine: EngineParam = "vllm"
     allow_stale: AllowStale = False

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.deps import StoreHandle
@@ -23,18 +22,15 @@ DOWNLOAD_ROUTES = {
 }
 
 
-class StoreCollector(Collector):
+class StoreCollector:
     """Counts of the store, queried at every scrape; `tuner_store_up` is 0 when it cannot."""
 
     def __init__(self, store: StoreHandle) -> None:
         self._store = store
 
-    def describe(self) -> list:
-        """Nothing up front: registering must not touch the store."""
-        return []
-
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        """Trials by status, tasks by state, sweeps and imports, and whether the store answered."""
+        """Trials by status, tasks by state, sweeps and imports, and whether the store answered
+        (no `describe`: registering must not touch the store)."""
         try:
             with repo.session_scope(self._store.open()) as session:
                 counts = repo.store_counts(session)
@@ -44,19 +40,16 @@ class StoreCollector(Collector):
         yield GaugeMetricFamily("tuner_store_up", "1 when the store answered this scrape", value=up)
         if counts is None:
             return
-        for name, label, counts_by in (
-            ("tuner_trials", "status", counts.trials),
-            ("tuner_tasks", "state", counts.tasks),
-        ):
+        for name, label in (("trials", "status"), ("tasks", "state")):
             family = GaugeMetricFamily(
-                name, f"{name[6:].title()} in the store, by {label}", labels=[label]
+                f"tuner_{name}", f"{name.title()} in the store, by {label}", labels=[label]
             )
-            for key, count in sorted(counts_by.items()):
+            for key, count in sorted(counts[name].items()):
                 family.add_metric([key], count)
             yield family
-        yield GaugeMetricFamily("tuner_sweeps", "Sweeps in the store", value=counts.sweeps)
+        yield GaugeMetricFamily("tuner_sweeps", "Sweeps in the store", value=counts["sweeps"])
         yield GaugeMetricFamily(
-            "tuner_imports", "Imported files in the store", value=counts.imports
+            "tuner_imports", "Imported files in the store", value=counts["imports"]
         )
 
 

@@ -2,22 +2,22 @@
 latency over M, speedup, achieved bandwidth and throughput, coverage gaps; the imported files,
 which kernel vLLM runs, and the versions tuned with.
 
-Charts are drawn server-side (templates/chart.svg): a log2 x axis (M), a log10 y axis, no
-script; each point is a `<circle class="pt">` with `data-series`, `data-x`, `data-y` and
-a `<title>` tooltip, so a reader (or a test) finds each value in the page. A small writer rather
-than a plotting library: pygal cannot put a log x axis under a linear y axis and writes a script
-into every chart, and matplotlib would outweigh the whole service."""
+The chart is plain SVG drawn on the server (no script): log scales on both axes, each point a
+`<circle>` with `data-series`, `data-x`, `data-y` and a `<title>`; the table holds every value.
+"""
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from html import escape
 
+from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 
-from api.templates import PAGES
+import tuner
 from db import repo
 from tuner.core import REQUIRED_M, VLLM_M_GRID, ComparisonStatus
 from tuner.files.device import DeviceView, Scope
@@ -28,85 +28,22 @@ from tuner.kernels.registry import get_family
 from tuner.kernels.shape import FamilyShape, block_shape_text
 from tuner.measure.roofline import OUT_BYTES, shape_roofline
 
-X_TICKS = [1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0]
 SHAPE_HEADS = (
     "M|l:winner config|latency_us|default_us|speedup|GB/s|TFLOP/s|l:in the file|spread_us|"
     "l:decision"
 ).split("|")
 ENV_COLUMNS = "gpu_name compute_capability driver cuda torch triton vllm kernel_source tuner"
+WIDTH, HEIGHT, PAD = 540, 300, 40
+# The service's pages (api/templates, autoescaped): the index and the report.
+PAGES = Environment(loader=PackageLoader("api"), autoescape=True, trim_blocks=True)
 
 
-WIDTH, HEIGHT, TOP, BOTTOM, RIGHT = 540, 310, 46, 44, 16
+def _code(text: str) -> Markup:
+    """The facts are written for plain text: their `code` spans become <code> in a page."""
+    return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(text, quote=False)))
 
 
-class Series(NamedTuple):
-    """One line of a chart: (x, y) points, drawn with a colour and an optional dash."""
-
-    name: str
-    color: str
-    points: tuple[tuple[float, float], ...]
-    dashed: bool = False
-
-
-def fmt(value: float) -> str:
-    """A tick or tooltip value: thousands separated, three significant digits below 10."""
-    if value >= 100 or value == int(value):
-        return f"{value:,.0f}"
-    return f"{value:.1f}" if value >= 10 else f"{value:.3g}"
-
-
-def y_ticks(ys: list[float]) -> list[float]:
-    """Ticks of a log y axis whose ends are its first and last tick, around `ys`: 1-2-5 values
-    (decades over more than three), from the last at or below min(ys) / 1.25 to the first at or
-    above max(ys) * 1.25."""
-    ys = ys or [1.0]
-    low, high = min(ys) / 1.25, max(ys) * 1.25
-    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
-    steps = (1,) if last - first > 3 else (1, 2, 5)
-    values = sorted(m * 10.0**e for e in range(first, last + 1) for m in steps)
-    start, end = max(v for v in values if v <= low), min(v for v in values if v >= high)
-    return [v for v in values if start <= v <= end]
-
-
-def line_chart(
-    series: list[Series], *, title: str, y_label: str, x_ticks: list[float], css_class: str
-) -> str:
-    """An SVG chart (templates/chart.svg) of `series` over M on log scales, its x axis (log2)
-    spanning `x_ticks` and the data. Points with x or y <= 0 are dropped."""
-    points = [(s, x, y) for s in series for x, y in s.points if x > 0 and y > 0]
-    xs = [x for _, x, _ in points] + x_ticks
-    ticks = y_ticks([y for _, _, y in points])
-    x_lo, x_hi = min(xs), max(max(xs), 2 * min(xs))
-    left = max(64, 30 + 7 * max(len(fmt(t)) for t in ticks))
-
-    def px(x: float) -> float:
-        return round(
-            left + math.log2(x / x_lo) / math.log2(x_hi / x_lo) * (WIDTH - left - RIGHT), 1
-        )
-
-    def py(y: float) -> float:
-        share = math.log(y / ticks[0]) / math.log(ticks[-1] / ticks[0])
-        return round(HEIGHT - BOTTOM - share * (HEIGHT - TOP - BOTTOM), 1)
-
-    legend_x = [left + sum(40 + 7 * len(s.name) for s in series[:i]) for i in range(len(series))]
-    return PAGES.get_template("chart.svg").render(
-        css_class=css_class,
-        title=title,
-        y_label=y_label,
-        width=WIDTH,
-        height=HEIGHT,
-        left=left,
-        right=WIDTH - RIGHT,
-        top=TOP,
-        bottom=HEIGHT - BOTTOM,
-        y_ticks=[(py(t), fmt(t)) for t in ticks],
-        x_ticks=[(px(t), fmt(t)) for t in x_ticks],
-        lines=[
-            (s, [(px(x), py(y), x, y) for t, x, y in points if t is s], legend_x[i])
-            for i, s in enumerate(series)
-        ],
-        fmt=fmt,
-    )
+PAGES.filters["code"] = _code  # the chart's size and the frame's distance from its edge
 
 
 @dataclass(frozen=True)
@@ -231,21 +168,32 @@ def _ms(values: Iterable[int]) -> str:
     return ", ".join(map(str, values))
 
 
-def _charts(shape: ShapeReport) -> list[Markup]:
-    """The winner's and the default's latency over M (the table has the speedup)."""
-    winners = tuple((r.M, r.latency_us) for r in shape.rows if r.latency_us is not None)
-    if not winners:
-        return []
-    winner = Series("winner", "#1f6feb", winners)
-    defaults = tuple((r.M, r.default_latency_us) for r in shape.rows if r.default_latency_us)
-    chart = line_chart(
-        [winner, Series("default config", "#cf222e", defaults, dashed=True)],
-        title=f"latency_us over M (log scales), {shape.label}",
-        y_label="latency_us",
-        x_ticks=X_TICKS,
-        css_class=f"chart latency shape-{shape.anchor}",
-    )
-    return [Markup(chart)]
+def _scale(value: float, low: float, high: float, size: int) -> float:
+    """Where `value` lies on a log axis from `low` to `high` drawn `size` pixels long."""
+    return round(PAD + math.log(value / low) / math.log(high / low) * (size - 2 * PAD), 1)
+
+
+def _chart(shape: ShapeReport) -> dict | None:
+    """The winner's and the default's latency over M (both axes log; None without a measured
+    winner): each series' points as (x px, y px, M, latency_us), and the axes' ends."""
+    series = {
+        "winner": [(r.M, r.latency_us) for r in shape.rows if r.latency_us],
+        "default config": [(r.M, r.default_latency_us) for r in shape.rows if r.default_latency_us],
+    }
+    if not series["winner"]:
+        return None
+    xs = [x for points in series.values() for x, _ in points]
+    ys = [y for points in series.values() for _, y in points]
+    x_lo, x_hi = min(xs), max(max(xs), 2 * min(xs))
+    y_lo, y_hi = min(ys) / 1.25, max(ys) * 1.25
+    lines = {
+        name: [
+            (_scale(x, x_lo, x_hi, WIDTH), round(HEIGHT - _scale(y, y_lo, y_hi, HEIGHT), 1), x, y)
+            for x, y in points
+        ]
+        for name, points in series.items()
+    }
+    return {"lines": lines, "x": (x_lo, x_hi), "y": (y_lo, y_hi), "w": WIDTH, "h": HEIGHT}
 
 
 def _coverage(shape: ShapeReport, done: set[int]) -> dict:
@@ -271,10 +219,9 @@ def _cells(r: ReportRow, out_dtype: str, cpu: bool, key: FamilyShape) -> list[st
     its rates say nothing of a GPU's), what the file holds, spread and decision."""
     config = r.config or {}
     short = KernelConfig.from_dict(config).short() if "num_stages" in config else "-"
-    us = r.latency_us
     f = None
-    if not cpu and us is not None and 0 < us < math.inf:
-        f = shape_roofline(key, r.M, us, out_dtype=out_dtype)
+    if not cpu and r.latency_us is not None and 0 < r.latency_us < math.inf:
+        f = shape_roofline(key, r.M, r.latency_us, out_dtype=out_dtype)
     rates = [_num(f.gbps), _num(f.tflops, 2)] if f else ["-", "-"]
     times = [_num(r.latency_us), _num(r.default_latency_us), _num(r.speedup, 2, unit="x")]
     return [str(r.M), short, *times, *rates, _emitted(r), _num(r.spread_us, 2), _decision(r)]
@@ -292,7 +239,7 @@ def _shape(shape: ShapeReport, out_dtype: str, cpu: bool) -> dict:
         "heading": f"{shape.label}, {blocks}{models}",
         "left_out": shape.left_out,
         "coverage": _coverage(shape, {r.M for r in shape.rows if r.latency_us is not None}),
-        "charts": _charts(shape),
+        "chart": _chart(shape),
         "heads": SHAPE_HEADS,
         "rows": [_cells(r, out_dtype, cpu, shape.key) for r in shape.rows],
     }
@@ -315,7 +262,6 @@ def render_report(
     shapes: Sequence[ShapeReport],
     environments: Sequence[Mapping[str, object]],
     *,
-    version: str,
     out_dtype: str | None,
     scope: Scope | None = None,
     compute_capability: str | None = None,
@@ -337,7 +283,7 @@ def render_report(
     facts = backend_lines(compute_capability)
     return PAGES.get_template("report.html").render(
         device=device_name,
-        version=version,
+        version=tuner.__version__,
         out_dtype=out_dtype,
         cpu=cpu,
         imported_only=imported_only,

@@ -159,63 +159,35 @@ Release = model_of(
 class ImportRequest(BaseModel):
     """An existing config file to keep as a labelled source: its name and its text."""
 
-    file_name: str = Field(
-        min_length=1,
-        max_length=512,
-        description="vLLM's (or SGLang's) file name, e.g. "
-        "`N=576,K=7168,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json`",
-    )
+    file_name: str = Field(min_length=1, max_length=512, description="vLLM's or SGLang's name.")
     content: str = Field(min_length=1, max_length=1_048_576, description="The file's JSON text.")
     label: str = Field(
-        default="imported",
-        min_length=1,
-        max_length=128,
-        description="Where the file comes from, e.g. `vllm-0.33.0`.",
+        default="imported", min_length=1, max_length=128, description="e.g. `vllm-0.33.0`."
     )
 
 
 class SweepCreate(BaseModel):
-    """A sweep to create for `tuner worker` processes to run: vLLM's config space."""
+    """A sweep to create for `tuner worker` processes to run: vLLM's config space. `device_name`
+    is a device of the store or a GPU model name (`H200`, `NVIDIA H200` and `nvidia_h200` all
+    name vLLM's key `NVIDIA_H200`, which the workers claim it with); `model` a key of `tuner
+    shapes list`; `tp` may be left out when the model lists one; `m_values` default to vLLM's
+    18; `strategy` is a registered search strategy; `trials` the configs per (N, K, M) (not
+    grid), vLLM's default included."""
 
     model_config = {"extra": "forbid"}
 
-    device_name: str = Field(
-        pattern=DEVICE_ARG_PATTERN,
-        max_length=DEVICE_NAME_MAX,
-        examples=["NVIDIA_L20"],
-        description="The device as `tuner sweep --device` names it: a device of the store, or a "
-        "GPU model name (`H200`, `NVIDIA H200` and `nvidia_h200` all name vLLM's key "
-        "`NVIDIA_H200`, which the workers claim it with).",
-    )
-    model: str = Field(
-        pattern=f"^{MODEL_KEY_RE.pattern}$",
-        examples=["qwen3.8-27b"],
-        description="Model key of `tuner shapes list`.",
-    )
-    tp: int | None = Field(
-        default=None,
-        ge=1,
-        le=1024,
-        description="Tensor-parallel size; omit when the model lists one.",
-    )
+    device_name: str = Field(pattern=DEVICE_ARG_PATTERN, max_length=DEVICE_NAME_MAX)
+    model: str = Field(pattern=f"^{MODEL_KEY_RE.pattern}$", examples=["qwen3.8-27b"])
+    tp: int | None = Field(default=None, ge=1, le=1024)
     m_values: list[Annotated[int, Field(ge=1, le=1_048_576)]] = Field(
-        default=list(VLLM_M_GRID),
-        min_length=1,
-        max_length=64,
-        description="Batch sizes M to tune; default vLLM's 18, 1 to 4096, as `tuner sweep`.",
+        default=list(VLLM_M_GRID), min_length=1, max_length=64
     )
     strategy: str = Field(
         default=DEFAULT_STRATEGY,
         pattern=r"^[a-z][a-z0-9+_\-]{0,31}$",
-        description="A registered search strategy, as `tuner sweep --strategy` names it.",
         # The registry's names when the schema is built: a strategy registered at run time too.
         json_schema_extra=lambda schema: schema.update(enum=list(STRATEGIES)),
     )
-    trials: int = Field(
-        default=DEFAULT_TRIALS,
-        ge=1,
-        le=100_000,
-        description="Configs per (N, K, M) (not grid), vLLM's default included.",
-    )
+    trials: int = Field(default=DEFAULT_TRIALS, ge=1, le=100_000)
     seed: int = Field(default=0, ge=0, le=MAX_INT32)
     out_dtype: OutDtype = OutDtype.bfloat16

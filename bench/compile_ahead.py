@@ -8,7 +8,7 @@ plans only its warm starts, as its tiles take the settings tuned so far).
 No GPU needed: the trials are answered by the synthetic landscape after a sleep that stands for
 the GPU's measuring (MEASURE_S), and the gate compiles each config for sm90 with Triton's
 compiler in a process pool, from a fresh Triton cache per run, as a worker
-does on a GPU host (tuner.run.compile_gate). The wait is the compile time measuring did not
+does on a GPU host (tuner.run.worker.CompileAhead). The wait is the compile time measuring did not
 hide; the first task of a shape and M specialization pays it, later ones find the binaries.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import os
 import platform
 import sys
@@ -27,10 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
-from tuner.measure.compile import compile_pool  # noqa: E402
 from tuner.measure.landscape import load_landscape  # noqa: E402
 from tuner.measure.runner import Problem  # noqa: E402
-from tuner.run.compile_gate import CompileGate  # noqa: E402
+from tuner.run.worker import CompileAhead, WorkerShared  # noqa: E402
 from tuner.search.registry import get_strategy  # noqa: E402
 
 LANDSCAPE = Path(__file__).resolve().parent / "landscapes" / "synthetic_sm90.json"
@@ -60,16 +60,15 @@ def run_task(first_mode: str, workers: int, measure_s: float) -> dict:
     )
     with tempfile.TemporaryDirectory() as folder:
         os.environ["TRITON_CACHE_DIR"] = str(Path(folder) / "triton")  # inherited by the pool
-        pool = compile_pool(workers)
-        problem = Problem(M, N, K, landscape.block_shape, landscape.out_dtype)
-        gate = CompileGate(pool, arch=ARCH, problem=problem, space=space, first=first)
+        gate = CompileAhead(workers, ARCH, WorkerShared(mp.get_context("spawn")))
+        gate.start(Problem(M, N, K, landscape.block_shape, landscape.out_dtype), first)
         launched = pruned = 0
         wait_s = 0.0
 
         def evaluate(config):
             nonlocal launched, pruned, wait_s
             asked = time.perf_counter()
-            result = gate.before(config)
+            result = gate.check(config)
             wait_s += time.perf_counter() - asked
             if result is None:
                 time.sleep(measure_s)
@@ -77,13 +76,12 @@ def run_task(first_mode: str, workers: int, measure_s: float) -> dict:
                 launched += 1
             else:
                 pruned += 1
-            gate.after(config, result)
             return result
 
         start = time.perf_counter()
         history = strategy.search(evaluate, space=space, budget=BUDGET, seed=SEED, warm_start=warm)
         wall_s = time.perf_counter() - start
-        pool.shutdown(wait=True, cancel_futures=True)
+        gate.pool.shutdown(wait=True, cancel_futures=True)
     return {
         "first": first_mode,
         "planned_configs": len(first),
@@ -91,7 +89,7 @@ def run_task(first_mode: str, workers: int, measure_s: float) -> dict:
         "launched": launched,
         "pruned": pruned,
         "compiled": len(gate.futures),
-        "compile_s": round(gate.compile_s, 2),
+        "compile_s": round(gate.shared.compile_s.value, 2),
         "wait_s": round(wait_s, 2),
         "measure_s": round(launched * measure_s, 2),
         "wall_s": round(wall_s, 2),

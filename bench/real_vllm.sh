@@ -169,7 +169,7 @@ done
 
 step compare "$STEP_S" 0 "^(note|tuned|\* vLLM|vLLM's|not timed|--linear-backend|  M=|stored)" \
     -- "$TUNER" compare --device interpreter --model tiny --m 1 --rounds 2 \
-    --interpreter-reps 1 --db "sqlite:///$WORK/tiny_builtin.db"
+    --db "sqlite:///$WORK/tiny_builtin.db"
 
 # --- the fidelity benches against the venv's vLLM files -----------------------------------------
 if step vllm_equivalence "$STEP_S" 0 "same code|hashes|wrote" -- "$PY" bench/vllm_equivalence.py \

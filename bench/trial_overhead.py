@@ -19,7 +19,6 @@ Writes bench/results/trial_overhead_<date>.json.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import platform
@@ -97,9 +96,8 @@ def with_store(url: str, landscape: Path) -> dict:
     from db import repo
     from db.connection import connect, session_scope
     from tuner.measure.landscape import load_landscape
-    from tuner.measure.runners import ReplayRunner
-    from tuner.run.sweep import worker_specs
-    from tuner.run.worker import worker_main
+    from tuner.measure.runner import ReplayRunner
+    from tuner.run.worker import WorkerSpec, worker_main
 
     commits = [0]
 
@@ -108,9 +106,8 @@ def with_store(url: str, landscape: Path) -> dict:
 
     event.listen(Engine, "commit", count)
     runner = ReplayRunner(str(landscape), load_landscape(landscape).device_name)
-    spec = worker_specs(url, runner=runner, visible_devices=[None], configs=None, sweep_id=1)[0]
     start = time.process_time()
-    worker_main(dataclasses.replace(spec, worker_id="trial-overhead"))
+    worker_main(WorkerSpec(url, sweep_id=1, worker_id="trial-overhead", runner=runner))
     cpu_s = time.process_time() - start
     event.remove(Engine, "commit", count)
     engine = connect(url)

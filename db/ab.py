@@ -12,19 +12,7 @@ from sqlalchemy.orm import Session
 
 from db.connection import dialect_insert
 from db.models import AbRun, AbTest, Device, Release, take, utcnow
-from db.work import get_or_create_device
-
-
-@dataclass(frozen=True)
-class AbRunRow:
-    """One kept client run: block (0-based), arm, workload, seed, metrics, the client's JSON."""
-
-    block: int
-    arm: str
-    workload: str
-    seed: int
-    metrics: dict[str, float]
-    client_result: dict[str, Any]
+from tuner.core import AbRunRow
 
 
 @dataclass(frozen=True)
@@ -43,39 +31,10 @@ class AbInfo:
     finished_at: datetime | None
 
 
-def open_ab(
-    session: Session,
-    *,
-    key: str,
-    spec: dict[str, Any],
-    device_name: str | None = None,
-    release: int | None = None,
-) -> int:
-    """The id of the A/B with this key, made when new.
-
-    Args:
-        key: hex sha256 of the spec (the caller's).
-        device_name: the device it concerns, or None.
-        release: the number of that device's release the candidate serves, or None.
-
-    Raises:
-        LookupError: `release` given and the device has no such release.
-    """
-    found = session.scalar(select(AbTest.ab_test_id).where(AbTest.key == key))
-    if found is not None:
-        return found
-    device_id = (
-        None if device_name is None else get_or_create_device(session, device_name=device_name)
-    )
-    release_id = None
-    if release is not None:
-        release_id = session.scalar(
-            select(Release.release_id).where(
-                Release.device_id == device_id, Release.number == release
-            )
-        )
-        if release_id is None:
-            raise LookupError(f"{device_name} has no release {release}")
+def open_ab(session: Session, *, key: str, spec: dict[str, Any], release_id: int | None) -> int:
+    """The id of the A/B with this key (hex sha256 of the spec, the caller's), made when new;
+    `release_id`: the release the candidate serves (its device's), or None."""
+    device_id = None if release_id is None else session.get_one(Release, release_id).device_id
     insert = dialect_insert(session, AbTest).values(
         key=key, spec=spec, device_id=device_id, release_id=release_id, created_at=utcnow()
     )

@@ -18,7 +18,7 @@ import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -105,25 +105,6 @@ def _pragmas(dbapi_connection: Any, read_only: bool) -> None:
             time.sleep(0.05)
     execute("PRAGMA synchronous=NORMAL")
     execute("PRAGMA foreign_keys=ON")
-
-
-def read_only_url(path: str | Path) -> str | None:
-    """The URL that opens an existing SQLite store for reading only, when this process cannot
-    write the file or its folder; None when it can (open it as usual).
-
-    A file that is not writable is opened `mode=ro`; a folder that is not writable (SQLite
-    could not create the `-wal` and `-shm` files there) `immutable=1`, which is safe only while
-    no `-wal` file holds commits: with one, `mode=ro` (SQLite reads a WAL store read-only when
-    its `-wal` and `-shm` exist; https://www.sqlite.org/wal.html#readonly).
-    """
-    file = Path(path).expanduser().resolve()
-    folder_ok = os.access(file.parent, os.W_OK)
-    if os.access(file, os.W_OK) and folder_ok:
-        return None
-    wal = file.with_name(file.name + "-wal")
-    has_wal = wal.exists() and wal.stat().st_size > 0
-    mode = "immutable=1" if not folder_ok and not has_wal else "mode=ro"
-    return f"sqlite:///file:{file}?{mode}&uri=true"
 
 
 def _is_read_only(parsed: URL) -> bool:
@@ -232,7 +213,7 @@ def open_store(
     url: str | None = None, *, pool_size: int | None = None, pool_timeout: float | None = None
 ) -> Engine:
     """Open a store (`url` None: `default_db_url()`; the pool as `connect`'s), creating its
-    schema when the database is empty. A read-only SQLite URL (`read_only_url`) is only
+    schema when the database is empty. A read-only SQLite URL (`mode=ro`, `immutable=1`) is only
     checked, never migrated or created.
 
     Raises:
@@ -289,11 +270,9 @@ def store_timeout_s() -> float:
         ValueError: the variable is set but not a positive number.
     """
     raw = os.environ.get(STORE_TIMEOUT_ENV, "").strip() or "180"
-    try:
+    with suppress(ValueError):
         if float(raw) > 0:
             return float(raw)
-    except ValueError:
-        pass
     raise ValueError(f"{STORE_TIMEOUT_ENV}={raw!r} is not a positive number of seconds")
 
 
@@ -305,13 +284,12 @@ def is_transient(exc: BaseException) -> bool:
         return True
     if not isinstance(exc, DBAPIError):
         return False
-    orig = exc.orig
-    if (type(orig).__module__ or "").startswith("sqlite3"):
-        text = str(orig).lower()
-        return type(orig).__name__ == "OperationalError" and any(
+    if isinstance(exc.orig, sqlite3.Error):
+        text = str(exc.orig).lower()
+        return isinstance(exc.orig, sqlite3.OperationalError) and any(
             known in text for known in _SQLITE_TRANSIENT
         )
-    return any(cls.__name__ in _PG_TRANSIENT for cls in type(orig).__mro__)
+    return any(cls.__name__ in _PG_TRANSIENT for cls in type(exc.orig).__mro__)
 
 
 def describe_store_error(exc: BaseException, url: str, *, waited_s: float | None = None) -> str:

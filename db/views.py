@@ -16,7 +16,7 @@ leaves that part out. Each function is a fixed number of queries, none per task.
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -327,15 +327,15 @@ class ShapeCoverage:
     sweep, `models` those sweeps' models, `m_stale` (with a provenance filter) the M whose ok
     trials and decisions all come from other kernel or Triton versions. All sorted."""
 
+    family: str
+    shape_params: str
     N: int
     K: int
     block_shape: tuple[int, int] | None
     m_requested: tuple[int, ...]
     m_done: tuple[int, ...]
     models: tuple[str, ...]
-    family: str
     m_stale: tuple[int, ...] = ()
-    shape_params: str = ""
 
 
 def _has_result(environments: list[int] | None) -> Any:
@@ -370,31 +370,26 @@ def shape_coverage(
     """
     environments = matching_environments(session, kernel_hash, triton_minor)
     query = select(*KEY, Task.state, Sweep.model, _has_result(environments), _has_result(None))
-    requested, done, current, measured = (defaultdict[tuple, set[int]](set) for _ in range(4))
-    models: dict[tuple, set[str]] = defaultdict(set)
-    for row in session.execute(_on_device(query.select_from(Task), device_name, out_dtype)):
-        shape, (m, state, model, matching, any_result) = tuple(row[:6]), row[6:]
-        requested[shape].add(m)
-        models[shape].add(model)
+    found: dict[tuple, dict[str, set]] = defaultdict(lambda: defaultdict(set))
+    for *shape, m, state, model, matching, any_result in session.execute(
+        _on_device(query.select_from(Task), device_name, out_dtype)
+    ):
+        got = found[tuple(shape)]
+        got["m_requested"].add(m)
+        got["models"].add(model)
         if state == TaskState.DONE and (matching or environments is None):
-            done[shape].add(m)
-        if matching or any_result:
-            (current if matching else measured)[shape].add(m)
-    stale = {s: measured[s] - current[s] for s in requested} if environments is not None else {}
+            got["m_done"].add(m)
+        if environments is not None and (matching or any_result):
+            got["current" if matching else "measured"].add(m)
     return [
         ShapeCoverage(
-            family=family,
-            shape_params=params,
-            N=n,
-            K=k,
-            block_shape=block_shape_of(block_n, block_k),
-            m_requested=tuple(sorted(requested[shape])),
-            m_done=tuple(sorted(done[shape])),
-            models=tuple(sorted(models[shape])),
-            m_stale=tuple(sorted(stale.get(shape, ()))),
+            *(family, params, n, k, block_shape_of(block_n, block_k)),
+            m_requested=tuple(sorted(got["m_requested"])),
+            m_done=tuple(sorted(got["m_done"])),
+            models=tuple(sorted(got["models"])),
+            m_stale=tuple(sorted(got["measured"] - got["current"])),
         )
-        for shape in sorted(requested)
-        for family, params, n, k, block_n, block_k in [shape]
+        for (family, params, n, k, block_n, block_k), got in sorted(found.items())
     ]
 
 
@@ -416,24 +411,27 @@ class SweepSummary(SweepProgress, SweepInfo):
     """One sweep with its task counts by state and trial counts."""
 
 
+def _count(*where: Any, trials: bool = False) -> Any:
+    """The count of the outer query's sweep's tasks (or their trials) where `where` holds."""
+    rows = select(func.count()).select_from(Trial).join(Task) if trials else select(func.count())
+    return rows.where(Task.sweep_id == Sweep.sweep_id, *where).scalar_subquery()
+
+
 def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepSummary]:
     """Every sweep (or only `sweep_id`) with task counts by state and trial counts, by id."""
-    only = [] if sweep_id is None else [Task.sweep_id == sweep_id]
-    tasks: dict[int, Counter[str]] = defaultdict(Counter)
-    states = select(Task.sweep_id, Task.state, func.count()).where(*only)
-    for row_id, state, count in session.execute(states.group_by(Task.sweep_id, Task.state)):
-        tasks[row_id][state] = count
-    counts = select(Task.sweep_id, func.count().filter(Trial.status == OK), func.count())
-    counts = counts.join_from(Trial, Task, Trial.task_id == Task.task_id).where(*only)
-    trials = {row_id: row for row_id, *row in session.execute(counts.group_by(Task.sweep_id))}
-    query = select(Sweep, Device.device_name).join(Device, Sweep.device_id == Device.device_id)
-    query = query.where(*([] if sweep_id is None else [Sweep.sweep_id == sweep_id]))
+    counts = {f"tasks_{state}": _count(Task.state == state) for state in TaskState}
+    counts["trials_ok"] = _count(Trial.status == OK, trials=True)
+    counts["trials_total"] = _count(trials=True)
+    query = select(Sweep, Device.device_name, *counts.values()).join(Device)
+    if sweep_id is not None:
+        query = query.where(Sweep.sweep_id == sweep_id)
     summaries = []
-    for sweep, name in session.execute(query.order_by(Sweep.sweep_id)):
-        ok, total = trials.get(sweep.sweep_id, (0, 0))
-        by_state = {f"tasks_{state}": tasks[sweep.sweep_id][state] for state in TaskState}
-        got = {"tasks_total": sum(by_state.values()), "trials_ok": ok, "trials_total": total}
-        summaries.append(take(SweepSummary, sweep, **sweep_params(sweep, name), **by_state, **got))
+    for sweep, name, *values in session.execute(query.order_by(Sweep.sweep_id)):
+        got = dict(zip(counts, values, strict=True))
+        total = sum(got[f"tasks_{state}"] for state in TaskState)
+        summaries.append(
+            take(SweepSummary, sweep, **sweep_params(sweep, name), **got, tasks_total=total)
+        )
     return summaries
 
 
@@ -605,22 +603,13 @@ def list_release_device_names(session: Session) -> list[str]:
     return _device_names(session, Release)
 
 
-@dataclass(frozen=True)
-class StoreCounts:
-    """Totals of the whole store: trials by status, tasks by state, sweeps, imports."""
-
-    trials: dict[str, int]
-    tasks: dict[str, int]
-    sweeps: int
-    imports: int
-
-
-def store_counts(session: Session) -> StoreCounts:
-    """Totals over the whole store (for /metrics): every status and state, zeros included."""
+def store_counts(session: Session) -> dict[str, Any]:
+    """Totals over the whole store (for /metrics): `trials` by status and `tasks` by state (every
+    status and state, zeros included), and the numbers of `sweeps` and `imports`."""
     trials = dict.fromkeys((status.value for status in TrialStatus), 0)
     trials.update(session.execute(select(Trial.status, func.count()).group_by(Trial.status)).all())
     tasks = dict.fromkeys(map(str, TaskState), 0)
     tasks.update(session.execute(select(Task.state, func.count()).group_by(Task.state)).all())
-    sweeps = session.scalar(select(func.count()).select_from(Sweep)) or 0
-    imports = session.scalar(select(func.count()).select_from(ImportedFile)) or 0
-    return StoreCounts(trials=trials, tasks=tasks, sweeps=sweeps, imports=imports)
+    sweeps = session.scalar(select(func.count()).select_from(Sweep))
+    imports = session.scalar(select(func.count()).select_from(ImportedFile))
+    return {"trials": trials, "tasks": tasks, "sweeps": sweeps, "imports": imports}

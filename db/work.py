@@ -21,10 +21,8 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import (
-    Connection,
     CursorResult,
     and_,
-    bindparam,
     delete,
     func,
     insert,
@@ -33,7 +31,6 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, aliased
 
 from db.connection import dialect_insert
@@ -57,9 +54,9 @@ _NOT_FLYING = {"in_flight_config": None, "in_flight_since": None}
 _PENDING = {"state": TaskState.PENDING, "worker_id": None, "lease_expires_at": None}
 
 
-def _returning(session: Session, statement: Any, column: Any = Task.task_id) -> int:
-    """Run an UPDATE, RETURNING the ids (`column`) it touched; how many."""
-    returning = statement.returning(column).execution_options(synchronize_session=False)
+def _returning(session: Session, statement: Any) -> int:
+    """Run an UPDATE, RETURNING the task ids it touched; how many."""
+    returning = statement.returning(Task.task_id).execution_options(synchronize_session=False)
     return len(session.execute(returning).all())
 
 
@@ -318,14 +315,19 @@ def _held(task_id: Any, worker_id: Any) -> Any:
     )
 
 
+def _update_held(session: Session, task_id: int, worker_id: str, **values: Any) -> bool:
+    """Set `values` on a task this worker still holds (running under its worker_id); False
+    when another worker re-claimed it or it is no longer running."""
+    return _returning(session, update(Task).where(_held(task_id, worker_id)).values(values)) == 1
+
+
 def heartbeat(
     session: Session, *, task_id: int, worker_id: str, lease_s: float, now: datetime | None = None
 ) -> bool:
     """Extend the lease of a task this worker still holds to now + lease_s; False when another
     worker re-claimed it or it is no longer running."""
     lease = _now(now) + timedelta(seconds=lease_s)
-    held = update(Task).where(_held(task_id, worker_id)).values(lease_expires_at=lease)
-    return _returning(session, held) == 1
+    return _update_held(session, task_id, worker_id, lease_expires_at=lease)
 
 
 def finish_task(
@@ -342,31 +344,23 @@ def finish_task(
 
     Returns:
         True when the task was running under this worker_id and is now done or failed.
-
-    Raises:
-        ValueError: state is neither "done" nor "failed".
     """
-    if state not in (TaskState.DONE, TaskState.FAILED):
-        raise ValueError(f"a task finishes as 'done' or 'failed', not {state!r}")
-    finished = update(Task).where(_held(task_id, worker_id))
-    finished = finished.values(state=state, error=error, finished_at=_now(now))
-    return _returning(session, finished.values(lease_expires_at=None, **_NOT_FLYING)) == 1
+    finished = {"state": state, "error": error, "finished_at": _now(now)}
+    return _update_held(
+        session, task_id, worker_id, lease_expires_at=None, **finished, **_NOT_FLYING
+    )
 
 
-def release_tasks(session: Session, *, worker_id: str, task_id: int | None = None) -> int:
-    """Hand every running task of a worker (or only `task_id`) back to the queue, attempts
-    kept; how many."""
-    only = [] if task_id is None else [Task.task_id == task_id]
-    running = and_(Task.worker_id == worker_id, Task.state == TaskState.RUNNING, *only)
+def release_tasks(session: Session, *, worker_id: str) -> int:
+    """Hand every running task of a worker back to the queue, attempts kept; how many."""
+    running = and_(Task.worker_id == worker_id, Task.state == TaskState.RUNNING)
     return _returning(session, update(Task).where(running).values(**_PENDING, **_NOT_FLYING))
 
 
 def end_trial(session: Session, *, task_id: int, worker_id: str) -> bool:
     """Clear the config in flight, in the transaction that records the trial. False: the task
     was taken from this worker (lease expired and re-claimed, or released): roll back."""
-    return (
-        _returning(session, update(Task).where(_held(task_id, worker_id)).values(_NOT_FLYING)) == 1
-    )
+    return _update_held(session, task_id, worker_id, **_NOT_FLYING)
 
 
 def unfinished_tasks(
@@ -386,20 +380,9 @@ def unfinished_tasks(
 
 # --- trials, re-timings and decisions ---------------------------------------------------------
 
-# A trial's two statements, built once: building an ORM statement per trial cost more CPU
-# than the transaction itself.
-_HOLD = update(Task).where(_held(bindparam("held_task_id"), bindparam("held_worker_id")))
-_HOLD = _HOLD.values(_NOT_FLYING)
-_INSERT_TRIAL = {
-    name: module.insert(Trial.__table__)
-    .on_conflict_do_nothing(index_elements=["task_id", *CONFIG_KEYS])
-    .returning(Trial.__table__.c.trial_id)
-    for name, module in (("sqlite", sqlite), ("postgresql", postgresql))
-}
-
 
 def record_trial(
-    bind: Session | Connection,
+    session: Session,
     *,
     task_id: int,
     environment_id: int,
@@ -414,8 +397,8 @@ def record_trial(
     error: str | None = None,
     measure_s: float | None = None,
 ) -> bool:
-    """Store one trial once, in the caller's transaction (a Session, or a Connection of
-    `store.begin()`: a worker's whole per-trial cost of the store).
+    """Store one trial once, in the caller's transaction (a worker's whole per-trial cost of
+    the store).
 
     `config` is vLLM's six keys, `status` a `TrialStatus`; latencies (median, 20th and 80th
     percentile) in microseconds, `rel_error` against the float64 reference, `error` one line,
@@ -434,14 +417,11 @@ def record_trial(
     row |= {"task_id": task_id, "environment_id": environment_id, "is_default": bool(is_default)}
     row |= {"status": TrialStatus(status).value, "latency_us": latency_us, "p20_us": p20_us}
     row |= {"p80_us": p80_us, "rel_error": rel_error, "error": error, "measure_s": measure_s}
-    connection = bind.connection() if isinstance(bind, Session) else bind
-    if worker_id is not None:
-        hold = {"held_task_id": task_id, "held_worker_id": worker_id}
-        if connection.execute(_HOLD, hold).rowcount != 1:
-            return False
-    inserted = connection.execute(
-        _INSERT_TRIAL[connection.dialect.name], row | {"created_at": utcnow()}
-    ).first()
+    if worker_id is not None and not end_trial(session, task_id=task_id, worker_id=worker_id):
+        return False
+    insert_row = dialect_insert(session, Trial).values(**row, created_at=utcnow())
+    insert_row = insert_row.on_conflict_do_nothing(index_elements=["task_id", *CONFIG_KEYS])
+    inserted = session.execute(insert_row.returning(Trial.trial_id)).first()
     return worker_id is not None or inserted is not None
 
 

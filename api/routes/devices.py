@@ -15,7 +15,6 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
-import tuner
 from api import deps, schemas
 from api.report import render_report, report_shapes
 from db import repo
@@ -391,7 +390,6 @@ def read_report(
         device_name,
         report_shapes(view),
         [asdict(e) for e in view.environments],
-        version=tuner.__version__,
         out_dtype=out_dtype,
         scope=view.scope,
         compute_capability=view.compute_capability,

@@ -13,7 +13,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 import tuner
 from api.deps import SettingsDep
-from api.templates import PAGES
+from api.report import PAGES
 from db import repo
 
 router = APIRouter()

@@ -1,6 +1,6 @@
 """The HTML report: its numbers over HTTP (current trials unless ?allow_stale, decided winners,
 gaps, comparisons), its well-formed SVG charts with every point inside the plot, and the pure
-renderer's rooflines, ticks and labels; the mounts route beside it."""
+renderer's rooflines and labels; the mounts route beside it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 from fastapi.testclient import TestClient
 
-from api.report import ReportRow, Series, ShapeReport, line_chart, render_report, y_ticks
+from api.report import ReportRow, ShapeReport, render_report
 from tests.api.conftest import KEPT_NOTE, SHAPE_A, VERDICTS
 from tests.storefill import DEFAULT, FAST, TRITON
 from tuner.files.provenance import current_kernel_hash, installed_triton_minor
@@ -138,9 +138,7 @@ KEY = FamilyShape("dense", Shape(7168, 2048, (128, 128)))
 
 
 def render(shapes, device="NVIDIA_H200", environments=(), **kwargs) -> str:
-    return render_report(
-        device, shapes, environments, version="0.1.0", out_dtype="bfloat16", **kwargs
-    )
+    return render_report(device, shapes, environments, out_dtype="bfloat16", **kwargs)
 
 
 def test_decided_rows_the_interpreter_and_the_versions_table() -> None:
@@ -166,22 +164,3 @@ def test_decided_rows_the_interpreter_and_the_versions_table() -> None:
     cpu = render([shape], device="TRITON_INTERPRETER")
     assert row(cpu, "4")[2:7] == ["8.0", "9.0", "1.12x", "-", "-"]  # no rates
     assert "CPU timings of the Triton interpreter" in cpu
-
-
-def test_log_axis_ticks_and_their_labels_clear_the_title() -> None:
-    assert y_ticks([80, 120]) == [50.0, 100.0, 200.0]  # 1-2-5 values around the data
-    assert y_ticks([1, 1e6]) == [0.1, 1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6, 1e7]
-    wide = line_chart(
-        [Series("winner", "#000", ((1, 585_633.8), (16, 939_887.0)))],
-        title="t",
-        y_label="latency_us",
-        x_ticks=[1, 16],
-        css_class="chart",
-    )
-    svgs(wide)
-    labels = re.findall(
-        r'<text x="([0-9.]+)" y="[0-9.]+" class="tick" text-anchor="end">([^<]+)', wide
-    )
-    assert [label for _, label in labels] == ["200,000", "500,000", "1,000,000", "2,000,000"]
-    x = float(labels[2][0])  # right-aligned: 9 characters of 7 px clear the 24 px title
-    assert x - 7 * 9 >= 24 and f'<rect x="{x + 6:g}" y="46"' in wide

@@ -29,9 +29,10 @@ from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
 from tuner.files.format import dump_config_file
 from tuner.files.merge import build_device_files, dense_key, import_targets
 from tuner.kernels.dense.family import config_file_name, engine_file_name
+from tuner.kernels.gpus import gpu_model
 from tuner.kernels.moe.family import MOE, expert_shape
 from tuner.kernels.shape import FamilyShape, Shape
-from tuner.measure.launch_check import device_arch, gpu_model
+from tuner.measure.compile import device_arch
 
 VLLM_NAME = config_file_name(576, 7168, "NVIDIA_L20")
 SGLANG_NAME = engine_file_name(VLLM_NAME, "sglang")

@@ -9,7 +9,7 @@ import pytest
 
 from tests.cli.common import invoke
 from tests.standin_vllm import NO_DRIVER_VARIABLE, build_standin, importable
-from tuner.compare.doctor import spec_minor
+from tuner.cli.doctor import spec_minor
 from tuner.files.provenance import installed_triton_minor
 from tuner.inputs.backends import linear_backend_value
 

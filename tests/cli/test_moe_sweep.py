@@ -78,7 +78,7 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path, db, monkeypatch)
         if line.startswith(("dense", "moe"))
     ]
     assert kernels == [["dense", "256", "128", "1"], ["moe", "E=4,top_k=2", "64", "128"]]
-    verify = ok("verify", "--device", "interpreter", "--model", "tiny-moe", "--db", db, "--m", "1")
+    verify = ok("verify", "--device", "interpreter", "--model", "tiny-moe", "--db", db)
     assert verify.stdout.splitlines()[0] == (
         "note: MoE files are not verified yet (tiny-moe TP 1: E=4 N=64)"
     )

@@ -1,19 +1,17 @@
 """The tuner's table of vLLM 0.33.0's block-FP8 linear kernels (`tuner.kernels.vllm_table`,
 `tuner.inputs.backends`) against the wheel's own source: the kernels and their order, the
-Humming reordering, the model types DeepGEMM is turned off for, the --linear-backend values,
-the start-up line that names the kernel, and the torch vLLM pins."""
+Humming reordering (bench/real_vllm_facts.py's), the model types DeepGEMM is turned off for,
+the --linear-backend values, the start-up line that names the kernel, and the torch vLLM
+pins."""
 
 from __future__ import annotations
 
 import ast
 
+from bench.real_vllm_facts import HUMMING_FIRST_CAPABILITIES
 from tests.engines.engine_code import wheel_text
-from tuner.inputs.backends import LINEAR_BACKENDS, VLLM_TORCH_PIN, selected_kernel
-from tuner.kernels.vllm_table import (
-    DEEPGEMM_OFF_ON_BLACKWELL,
-    FP8_BLOCK_KERNELS,
-    HUMMING_FIRST_CAPABILITIES,
-)
+from tuner.inputs.backends import LINEAR_BACKENDS, selected_kernel
+from tuner.kernels.vllm_table import DEEPGEMM_OFF_ON_BLACKWELL, FP8_BLOCK_KERNELS
 
 LINEAR = "vllm/model_executor/kernels/linear/__init__.py"
 
@@ -56,4 +54,6 @@ def test_the_server_options_and_lines_the_tuner_reads_are_vllms(vllm_wheel) -> N
     logged = "Selected %s for %s" % (FP8_BLOCK_KERNELS[4][0], "Fp8LinearMethod")  # noqa: UP031
     assert selected_kernel(logged) == (FP8_BLOCK_KERNELS[4][0], "Fp8LinearMethod")
     metadata = wheel_text(vllm_wheel, "vllm-0.33.0.dist-info/METADATA")
-    assert f"Requires-Dist: torch{VLLM_TORCH_PIN}" in metadata.splitlines()
+    # What vLLM 0.33.0 runs with (torch 2.14.0's own METADATA: `Requires-Dist: triton~=3.8.0`):
+    # the Triton its kernels, and so the tuned files, are compiled with in the serving image.
+    assert "Requires-Dist: torch==2.14.0" in metadata.splitlines()

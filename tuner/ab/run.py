@@ -20,6 +20,7 @@ from typing import Any
 from tuner.ab.arms import Arm, ArmError, Server, healthy, proof
 from tuner.ab.stats import CANDIDATE, Estimate, estimate, schedule
 from tuner.ab.workloads import ClientError, Load, Workload, client_argv
+from tuner.core import AbRunRow
 
 # A warm-up run: this many prompts, seeds from here on (never a timed run's).
 WARMUP_PROMPTS = 2
@@ -42,10 +43,9 @@ class Plan:
         health_timeout_s: how long a started server has to answer `/health`.
         must_read: config file names of which the candidate's log must show at least one read
             (a release's files); () for no such check.
-        restart: start a command arm's server again at each block, even where the order keeps
-            the arm (B B in A B B A).
-        warmup: before an arm's first run after its server started (or, for a URL, its first
-            run here), one run of `WARMUP_PROMPTS` prompts whose result is discarded.
+
+    Before an arm's first run after its server started (or, for a URL, its first run here),
+    one run of `WARMUP_PROMPTS` prompts whose result is discarded warms it up.
     """
 
     arms: tuple[Arm, Arm]
@@ -58,13 +58,10 @@ class Plan:
     seed: int = 0
     health_timeout_s: float = 900.0
     must_read: tuple[str, ...] = ()
-    restart: bool = False
-    warmup: bool = True
 
     def spec(self) -> dict[str, Any]:
         """What decides the runs' results, as JSON data: two plans with the same spec are the
-        same A/B (blocks, folder, timeouts, restarts and warm-ups left out, so that more blocks
-        extend it)."""
+        same A/B (blocks, folder and timeouts left out, so that more blocks extend it)."""
         load = {**asdict(self.load), "dataset": str(self.load.dataset or "")}
         return {
             "arms": [
@@ -101,25 +98,13 @@ class Step:
         return f"block {self.block + 1} {self.arm} {self.workload.name}{warmup}"
 
 
-@dataclass(frozen=True)
-class Run:
-    """One finished client run: its step's key, seed, metrics and the client's result JSON."""
-
-    block: int
-    arm: str
-    workload: str
-    seed: int
-    metrics: dict[str, float]
-    client_result: dict[str, Any]
-
-
 def steps(plan: Plan) -> list[Step]:
     """Every run of the plan in order."""
     order = [(b, arm, w) for b, arm in schedule(plan.blocks) for w in plan.workloads]
     return [Step(b, arm, w, plan.seed + i) for i, (b, arm, w) in enumerate(order)]
 
 
-def run_client(plan: Plan, arm: Arm, step: Step) -> Run:
+def run_client(plan: Plan, arm: Arm, step: Step) -> AbRunRow:
     """Run the load client once against an arm and read its result.
 
     Raises:
@@ -131,13 +116,7 @@ def run_client(plan: Plan, arm: Arm, step: Step) -> Run:
     runs.mkdir(parents=True, exist_ok=True)
     result = runs / f"{stem}.json"
     argv = client_argv(
-        plan.client,
-        step.workload,
-        plan.load,
-        base_url=arm.url,
-        seed=step.seed,
-        result=result,
-        tokenizer=plan.tokenizer,
+        plan.client, step.workload, plan.load, arm.url, step.seed, result, plan.tokenizer
     )
     with (runs / f"{stem}.log").open("wb") as out:
         try:
@@ -152,7 +131,7 @@ def run_client(plan: Plan, arm: Arm, step: Step) -> Run:
         why = f"the client left no readable result {result}: {exc}"
         raise ClientError(f"{step.label}: {why}") from None
     metrics = step.workload.read(data, plan.load)
-    return Run(step.block, step.arm, step.workload.name, step.seed, metrics, data)
+    return AbRunRow(step.block, step.arm, step.workload.name, step.seed, metrics, data)
 
 
 def _check_read(plan: Plan, log: Path) -> None:
@@ -166,41 +145,35 @@ def _check_read(plan: Plan, log: Path) -> None:
         )
 
 
-def _ready(
-    plan: Plan, arm: Arm, block: int, started: list[Server], seen: set
-) -> tuple[Server | None, bool]:
+def _ready(plan: Plan, arm: Arm, started: list[Server], seen: set) -> tuple[Server | None, bool]:
     """The server for an arm's next run, and whether it is new here (its warm-up is due): a
-    command arm's server is started when the running one is the other arm's (or, with
-    `plan.restart`, of an earlier block), and added to `started` before it starts (so that
-    an interrupt during its start-up still finds it to stop); a URL arm's health is checked
-    before each run.
+    command arm's server is started when the running one is the other arm's, and added to
+    `started` before it starts (so that an interrupt during its start-up still finds it to
+    stop); a URL arm's health is checked before each run.
 
     Raises:
         ArmError: the arm is not healthy.
     """
-    key = (arm.name, block) if plan.restart else arm.name
     server = started[-1] if started else None
+    new = arm.name not in seen
+    seen.add(arm.name)
     if not arm.command:
         if not healthy(arm.url):
             raise ArmError(f"{arm.name}: {arm.url}/health does not answer")
-        new = key not in seen
-    elif server is None or server.arm is not arm or key not in seen:
+    elif server is None or server.arm is not arm:
         if server is not None:
             server.stop()
         server = Server(arm, plan.folder / f"{arm.name}.log")
         started.append(server)
         server.start(plan.health_timeout_s)
         new = True
-    else:
-        new = False
-    seen.add(key)
     return server, new
 
 
 def run_ab(
     plan: Plan,
     done: Collection[tuple[int, str, str]],
-    record: Callable[[Run], None],
+    record: Callable[[AbRunRow], None],
     on_step: Callable[[int, int, Step], None] = lambda i, n, s: None,
 ) -> None:
     """Make every run of the plan not in `done`, handing each to `record` as it finishes.
@@ -225,9 +198,9 @@ def run_ab(
     try:
         for i, step in enumerate(todo):
             arm = arms[step.arm]
-            server, new = _ready(plan, arm, step.block, started, seen)
+            server, new = _ready(plan, arm, started, seen)
             on_step(i, len(todo), step)
-            if new and plan.warmup:
+            if new:
                 run_client(warmup, arm, replace(step, seed=WARMUP_SEED + i, warmup=True))
             record(run_client(plan, arm, step))
             if not checked and step.arm == CANDIDATE and server is not None:
@@ -239,7 +212,7 @@ def run_ab(
 
 
 def verdicts(
-    workloads: Sequence[Workload], runs: Sequence[Run], *, min_effect: float
+    workloads: Sequence[Workload], runs: Sequence[AbRunRow], *, min_effect: float
 ) -> dict[str, list[Estimate]]:
     """Each workload's estimates from the blocks where both arms finished it.
 
@@ -257,10 +230,7 @@ def verdicts(
             continue
         out[w.name] = [
             estimate(
-                m.name,
-                m.higher_is_better,
-                [(v["baseline"][m.name], v[CANDIDATE][m.name]) for v in blocks],
-                min_effect=min_effect,
+                m, [(v["baseline"][m], v[CANDIDATE][m]) for v in blocks], min_effect=min_effect
             )
             for m in w.metrics
         ]

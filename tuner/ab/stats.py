@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from scipy.special import stdtrit
@@ -30,13 +30,18 @@ def schedule(blocks: int) -> list[tuple[int, str]]:
     return [(b, arm) for b in range(blocks) for arm in (ARMS if b % 2 == 0 else ARMS[::-1])]
 
 
+# A metric's unit is in its name: "_ms" latencies are better lower, "_tok_s" throughputs higher.
+def higher_is_better(metric: str) -> bool:
+    """Whether a larger value of `metric` is better (a throughput, not a latency)."""
+    return not metric.endswith("_ms")
+
+
 @dataclass(frozen=True)
 class Estimate:
     """One metric of one workload, over the blocks.
 
     Attributes:
         metric: its name ("ttft_ms", ...).
-        higher_is_better: its direction.
         baseline, candidate: each arm's median over its runs.
         ratio: candidate / baseline, the geometric mean of the blocks' ratios.
         low, high: the ratio's confidence interval.
@@ -46,7 +51,6 @@ class Estimate:
     """
 
     metric: str
-    higher_is_better: bool
     baseline: float
     candidate: float
     ratio: float
@@ -58,7 +62,6 @@ class Estimate:
 
 def estimate(
     metric: str,
-    higher_is_better: bool,
     pairs: Sequence[tuple[float, float]],
     *,
     min_effect: float,
@@ -71,7 +74,7 @@ def estimate(
     noise".
 
     Args:
-        metric, higher_is_better: the metric.
+        metric: its name, whose unit says its direction (`higher_is_better`).
         pairs: (baseline, candidate) value of each block, in block order; at least 2, all > 0.
         min_effect: the smallest relative change that counts, e.g. 0.02.
         confidence: of the interval.
@@ -84,31 +87,30 @@ def estimate(
     logs = [math.log(c / b) for b, c in pairs]
     n, mean = len(logs), statistics.fmean(logs)
     half = float(stdtrit(n - 1, (1 + confidence) / 2)) * statistics.stdev(logs) / math.sqrt(n)
-    ratio, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+    # The candidate's gain as a log: > 0 is better whatever the metric's direction.
+    sign = 1 if higher_is_better(metric) else -1
+    gain_low, gain_high = sorted((sign * (mean - half), sign * (mean + half)))
+    verdict = NOISE
+    if gain_low > 0 and sign * mean >= math.log1p(min_effect):
+        verdict = FASTER
+    elif gain_high < 0 and sign * mean <= -math.log1p(min_effect):
+        verdict = SLOWER
     base = [b for b, _ in pairs]
     half_n = n // 2
-    drift = statistics.median(base[n - half_n :]) / statistics.median(base[:half_n])
     return Estimate(
         metric,
-        higher_is_better,
         baseline=statistics.median(base),
         candidate=statistics.median(c for _, c in pairs),
-        ratio=ratio,
-        low=low,
-        high=high,
-        drift=drift,
-        verdict=_verdict(ratio, low, high, higher_is_better, min_effect),
+        ratio=math.exp(mean),
+        low=math.exp(mean - half),
+        high=math.exp(mean + half),
+        drift=statistics.median(base[n - half_n :]) / statistics.median(base[:half_n]),
+        verdict=verdict,
     )
 
 
-def _verdict(
-    ratio: float, low: float, high: float, higher_is_better: bool, min_effect: float
-) -> str:
-    # The candidate's gain: > 1 is better whatever the metric's direction.
-    gain, gain_low = (ratio, low) if higher_is_better else (1 / ratio, 1 / high)
-    gain_high = high if higher_is_better else 1 / low
-    if gain_low > 1 and gain >= 1 + min_effect:
-        return FASTER
-    if gain_high < 1 and gain <= 1 / (1 + min_effect):
-        return SLOWER
-    return NOISE
+def overall(verdicts: Iterable[str]) -> str:
+    """An A/B's verdict from its metrics': slower when any is, else faster when any is, else
+    within noise."""
+    said = set(verdicts)
+    return SLOWER if SLOWER in said else FASTER if FASTER in said else NOISE

@@ -17,7 +17,7 @@ and 0.33.0):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,35 +27,16 @@ class ClientError(Exception):
     """A client run that did not finish every request, or whose result file is unreadable."""
 
 
-@dataclass(frozen=True)
-class Metric:
-    """One number a workload reads from a client result.
-
-    Attributes:
-        name: e.g. "ttft_ms", "decode_tok_s" (unit in the suffix).
-        read: result JSON -> the value.
-        higher_is_better: True for throughputs, False for latencies.
-    """
-
-    name: str
-    read: Callable[[Mapping[str, Any]], float]
-    higher_is_better: bool
-
-
-def _key(key: str) -> Callable[[Mapping[str, Any]], float]:
-    return lambda result: float(result[key])
-
-
-TTFT = Metric("ttft_ms", _key("median_ttft_ms"), higher_is_better=False)
-INPUT_TOK_S = Metric(
-    "input_tok_s", lambda r: r["total_input_tokens"] / r["duration"], higher_is_better=True
-)
-# One request's decode rate is (output tokens - 1) / (last token time - first token time), the
-# inverse of its TPOT; the median over requests of the inverse is the inverse of the median.
-DECODE_TOK_S = Metric("decode_tok_s", lambda r: 1000.0 / r["median_tpot_ms"], True)
-OUTPUT_TOK_S = Metric("output_tok_s", _key("output_throughput"), higher_is_better=True)
-P50_E2EL = Metric("p50_e2el_ms", _key("p50_e2el_ms"), higher_is_better=False)
-P95_E2EL = Metric("p95_e2el_ms", _key("p95_e2el_ms"), higher_is_better=False)
+def metric_value(metric: str, result: Mapping[str, Any]) -> float:
+    """One metric from a client result JSON. One request's decode rate is (output tokens - 1) /
+    (last token time - first token time), the inverse of its TPOT; the median over requests of
+    the inverse is the inverse of the median."""
+    if metric == "input_tok_s":
+        return float(result["total_input_tokens"] / result["duration"])
+    if metric == "decode_tok_s":
+        return 1000.0 / result["median_tpot_ms"]
+    key = {"ttft_ms": "median_ttft_ms", "output_tok_s": "output_throughput"}.get(metric, metric)
+    return float(result[key])
 
 
 @dataclass(frozen=True)
@@ -84,16 +65,11 @@ TAIL_LEN = 64
 
 @dataclass(frozen=True)
 class Workload:
-    """A named load and the metrics compared on it.
-
-    Attributes:
-        name: "prefill-cold", "prefill-cached", "decode" or "concurrent".
-        metrics: what each run of it yields.
-        about: one line for `--help` and the docs.
-    """
+    """A named load ("prefill-cold", "prefill-cached", "decode" or "concurrent"), the metrics
+    compared on it (`metric_value`) and one line for `--help` and the docs."""
 
     name: str
-    metrics: tuple[Metric, ...]
+    metrics: tuple[str, ...]
     about: str
 
     def client_args(self, load: Load, seed: int) -> list[str]:
@@ -131,56 +107,44 @@ class Workload:
                 f"{result.get('failed')} failed"
             )
         try:
-            return {m.name: m.read(result) for m in self.metrics}
+            return {m: metric_value(m, result) for m in self.metrics}
         except (KeyError, TypeError, ZeroDivisionError) as exc:
             raise ClientError(f"{self.name}: the client's result lacks {exc}") from None
 
 
-WORKLOADS: dict[str, Workload] = {
-    w.name: w
-    for w in (
-        Workload(
-            "prefill-cold",
-            (TTFT, INPUT_TOK_S),
-            "prompts of --input-len tokens sharing no prefix, 1 output token, one at a time",
-        ),
-        Workload(
-            "prefill-cached",
-            (TTFT,),
-            "a stable --input-len-token prefix with a varying tail, warmed once, 1 output token",
-        ),
-        Workload(
-            "decode",
-            (DECODE_TOK_S,),
-            "a stable prefix, --output-len output tokens (ignore_eos, temperature 0), one stream",
-        ),
-        Workload(
-            "concurrent",
-            (OUTPUT_TOK_S, P50_E2EL, P95_E2EL),
-            "--streams concurrent requests of --output-len tokens: output tok/s, P50/P95 latency",
-        ),
-    )
+_WORKLOADS = {
+    "prefill-cold": (
+        ("ttft_ms", "input_tok_s"),
+        "prompts of --input-len tokens sharing no prefix, 1 output token, one at a time",
+    ),
+    "prefill-cached": (
+        ("ttft_ms",),
+        "a stable --input-len-token prefix with a varying tail, warmed once, 1 output token",
+    ),
+    "decode": (
+        ("decode_tok_s",),
+        "a stable prefix, --output-len output tokens (ignore_eos, temperature 0), one stream",
+    ),
+    "concurrent": (
+        ("output_tok_s", "p50_e2el_ms", "p95_e2el_ms"),
+        "--streams concurrent requests of --output-len tokens: output tok/s, P50/P95 latency",
+    ),
 }
+WORKLOADS = {name: Workload(name, *data) for name, data in _WORKLOADS.items()}
 
 
 def client_argv(
     client: Sequence[str],
     workload: Workload,
     load: Load,
-    *,
     base_url: str,
     seed: int,
     result: Path,
     tokenizer: str | None = None,
 ) -> list[str]:
-    """The whole command line of one client run.
-
-    Args:
-        client: the client command, e.g. ["vllm", "bench", "serve"].
-        workload, load, seed: what to send (`Workload.client_args`).
-        base_url: the arm's server, e.g. "http://127.0.0.1:8000".
-        result: the JSON file the client writes.
-        tokenizer: the tokenizer's name or folder when the served model's name is not one.
+    """The whole command line of one client run of `client` (e.g. ["vllm", "bench", "serve"])
+    against the server at `base_url`: what to send (`Workload.client_args`), the result JSON
+    file it writes, and the tokenizer's name or folder when the served model's name is not one.
     """
     argv = [*client, "--backend", "openai", "--base-url", base_url]
     argv += workload.client_args(load, seed)

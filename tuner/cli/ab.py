@@ -12,22 +12,21 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import Progress
 from sqlalchemy import Engine
 
 from db import repo
 from db.repo import session_scope
 from tuner.ab.arms import Arm, ArmError, proof
-from tuner.ab.run import Plan, Run, Step, run_ab, verdicts
-from tuner.ab.stats import FASTER, NOISE, SLOWER, Estimate
+from tuner.ab.run import Plan, Step, run_ab, verdicts
+from tuner.ab.stats import SLOWER, Estimate, overall
 from tuner.ab.workloads import WORKLOADS, ClientError, Load
 from tuner.cli.errors import fail
 from tuner.cli.options import DbOpt
 from tuner.cli.output import console, err_console, plain
 from tuner.cli.store import open_db
 from tuner.cli.tables import Column, print_table
+from tuner.core import AbRunRow
 from tuner.inputs.devices import device_among
-from tuner.run.sweep import progress_columns
 
 WorkloadName = StrEnum("WorkloadName", {name: name for name in WORKLOADS})  # type: ignore[misc]
 _WORKLOAD_HELP = "; ".join(f"{w.name}: {w.about}" for w in WORKLOADS.values())
@@ -37,15 +36,9 @@ CmdOpt = typer.Option(
     "its runs come, stopped before the other arm's command starts, its log kept [default: a "
     "server already running at the URL]."
 )
-COLUMNS = [
-    Column("metric", text=True),
-    Column("baseline"),
-    Column("candidate"),
-    Column("ratio"),
-    Column("95% interval"),
-    Column("drift", optional=True),
-    Column("verdict", text=True),
-]
+COLUMNS = [Column("metric", text=True)]
+COLUMNS += [Column(header) for header in ("baseline", "candidate", "ratio", "95% interval")]
+COLUMNS += [Column("drift", optional=True), Column("verdict", text=True)]
 
 
 def _arm(name: str, url: str, command: str | None) -> Arm:
@@ -58,25 +51,13 @@ def _arm(name: str, url: str, command: str | None) -> Arm:
     return Arm(name, url.rstrip("/"), argv)
 
 
+def _num(x: float) -> str:
+    return f"{x:,.1f}" if x >= 100 else f"{x:.3g}"
+
+
 def _row(e: Estimate) -> list[str]:
-    def num(x: float) -> str:
-        return f"{x:,.1f}" if x >= 100 else f"{x:.3g}"
-
-    return [
-        e.metric,
-        num(e.baseline),
-        num(e.candidate),
-        f"{e.ratio:.3f}",
-        f"{e.low:.3f}-{e.high:.3f}",
-        f"{e.drift:.3f}",
-        e.verdict,
-    ]
-
-
-def overall(found: dict[str, list[Estimate]]) -> str:
-    """The A/B's verdict: slower when any metric is, else faster when any is, else noise."""
-    said = {e.verdict for estimates in found.values() for e in estimates}
-    return SLOWER if SLOWER in said else FASTER if FASTER in said else NOISE
+    ratios = [f"{e.ratio:.3f}", f"{e.low:.3f}-{e.high:.3f}", f"{e.drift:.3f}"]
+    return [e.metric, _num(e.baseline), _num(e.candidate), *ratios, e.verdict]
 
 
 def _report(plan: Plan, found: dict[str, list[Estimate]], min_effect: float) -> str:
@@ -92,7 +73,7 @@ def _report(plan: Plan, found: dict[str, list[Estimate]], min_effect: float) -> 
         for e in estimates:
             if abs(e.drift - 1) > max(min_effect, e.high / e.low - 1):
                 plain(f"warning: {name} {e.metric}: the baseline drifted {e.drift - 1:+.1%}")
-    return overall(found)
+    return overall(e.verdict for estimates in found.values() for e in estimates)
 
 
 WorkloadOpt = Annotated[
@@ -140,18 +121,6 @@ ReleaseOpt = Annotated[
 ]
 
 
-RestartOpt = Annotated[
-    bool,
-    typer.Option(
-        help="Start a command arm's server again at every block, also where the order keeps the "
-        "arm (start-up varies: compile caches, CUDA graphs)."
-    ),
-]
-WarmupOpt = Annotated[
-    bool, typer.Option(help="A discarded 2-prompt run before an arm's first run after a start.")
-]
-
-
 def ab(
     baseline: Annotated[str, UrlOpt],
     candidate: Annotated[str, UrlOpt],
@@ -170,8 +139,6 @@ def ab(
     seed: SeedOpt = 0,
     out: OutOpt = None,
     health_timeout: HealthOpt = 900.0,
-    restart: RestartOpt = False,
-    warmup: WarmupOpt = True,
     device: DeviceOpt = None,
     release: ReleaseOpt = None,
     db: DbOpt = None,
@@ -180,7 +147,8 @@ def ab(
     mounted) against a baseline (e.g. vLLM as shipped).
 
     Each workload runs under vLLM's own load client in blocks of alternating arm order (A B, B A,
-    ...), each run with prompts of its own seed. Per workload and metric: each arm's median, the
+    ...), each run with prompts of its own seed, after a discarded 2-prompt warm-up run of each
+    arm's fresh server. Per workload and metric: each arm's median, the
     candidate/baseline ratio with a 95% interval, the baseline's drift, a verdict. Runs are kept
     as they finish: the same command resumes, more --blocks extend it. Exit 0: nothing slower
     beyond noise; 1: a metric slower; 2: bad input, an arm never healthy, a failed client run, a
@@ -188,20 +156,18 @@ def ab(
     """
     arms = (_arm("baseline", baseline, baseline_cmd), _arm("candidate", candidate, candidate_cmd))
     _, store = open_db(db)
-    device_name, must_read = _release_files(store, device, release)
+    release_id, must_read = _release_files(store, device, release)
     workloads = tuple(WORKLOADS[w] for w in dict.fromkeys(workload or WORKLOADS))
     load = Load(input_len, output_len, prompts, streams, dataset)
-    options = (tokenizer, seed, health_timeout, must_read, restart, warmup)
+    options = (tokenizer, seed, health_timeout, must_read)
     plan = Plan(arms, workloads, load, blocks, tuple(shlex.split(client)), Path("."), *options)
-    ab_id, plan = _open(store, plan, out, device_name, release)
+    ab_id, plan = _open(store, plan, out, release_id)
     _run(store, plan, ab_id)
     if _finish(store, plan, ab_id, min_effect) == SLOWER:
         raise typer.Exit(1)
 
 
-def _open(
-    store: Engine, plan: Plan, out: Path | None, device_name: str | None, release: int | None
-) -> tuple[int, Plan]:
+def _open(store: Engine, plan: Plan, out: Path | None, release_id: int | None) -> tuple[int, Plan]:
     """The A/B's id in the store (found by its spec's hash, else new) and the plan with its
     folder (--out, else `ab-<hash>`), created."""
     spec = plan.spec()
@@ -209,15 +175,14 @@ def _open(
     plan = replace(plan, folder=out or Path(f"ab-{key[:12]}"))
     plan.folder.mkdir(parents=True, exist_ok=True)
     with session_scope(store) as session:
-        ab_id = repo.open_ab(session, key=key, spec=spec, device_name=device_name, release=release)
+        ab_id = repo.open_ab(session, key=key, spec=spec, release_id=release_id)
     return ab_id, plan
 
 
 def _release_files(
     store: Engine, device: str | None, release: int | None
-) -> tuple[str | None, tuple[str, ...]]:
-    """The store's name of --device and the file names of its --release; (None, ()) without
-    --release."""
+) -> tuple[int | None, tuple[str, ...]]:
+    """The id of --device's --release and its file names; (None, ()) without --release."""
     if release is None:
         return None, ()
     if device is None:
@@ -230,29 +195,24 @@ def _release_files(
         info = repo.get_release(session, device_name=device_name, number=release)
     if info is None:
         raise fail(f"{device_name} has no release {release} in the store")
-    return device_name, tuple(f.file_name for f in info.files)
+    return info.release_id, tuple(f.file_name for f in info.files)
 
 
 def _run(store: Engine, plan: Plan, ab_id: int) -> None:
-    """Make the A/B's runs not yet kept, keeping each as it finishes, under a progress bar."""
+    """Make the A/B's runs not yet kept, keeping each as it finishes, each named on stderr."""
     with session_scope(store) as session:
         done = {(r.block, r.arm, r.workload) for r in repo.ab_runs(session, ab_test_id=ab_id)}
     plain(f"A/B {ab_id}: {len(done)} runs kept; logs and client results in {plan.folder}")
 
-    def record(run: Run) -> None:
-        row = repo.AbRunRow(**asdict(run))
+    def record(run: AbRunRow) -> None:
         with session_scope(store) as session:
-            repo.record_ab_run(session, ab_test_id=ab_id, run=row)
+            repo.record_ab_run(session, ab_test_id=ab_id, run=run)
+
+    def on_step(i: int, total: int, step: Step) -> None:
+        err_console.print(f"run {i + 1} of {total}: {step.label}", highlight=False)
 
     try:
-        with Progress(*progress_columns("runs"), console=err_console) as bar:
-            task = bar.add_task("starting", total=None)
-
-            def on_step(i: int, total: int, step: Step) -> None:
-                bar.update(task, total=total, completed=i, description=step.label)
-
-            run_ab(plan, done, record, on_step)
-            bar.update(task, completed=bar.tasks[0].total, description="done")
+        run_ab(plan, done, record, on_step)
     except (ArmError, ClientError) as exc:
         raise fail(str(exc)) from None
     except KeyboardInterrupt:
@@ -262,8 +222,7 @@ def _run(store: Engine, plan: Plan, ab_id: int) -> None:
 def _finish(store: Engine, plan: Plan, ab_id: int, min_effect: float) -> str:
     """Print the A/B's tables and store its result; return its verdict."""
     with session_scope(store) as session:
-        kept = repo.ab_runs(session, ab_test_id=ab_id)
-        runs = [Run(**asdict(row)) for row in kept]
+        runs = repo.ab_runs(session, ab_test_id=ab_id)
         found = verdicts(plan.workloads, runs, min_effect=min_effect)
         verdict = _report(plan, found, min_effect)
         estimates = {w: [asdict(e) for e in es] for w, es in found.items()}

@@ -1,7 +1,7 @@
 """The `tuner` command line: the Typer app and the one place every command is registered.
 
-Commands live in their own modules (sweep, export, imports, status, serving, db_admin, verify,
-compare, shapes, ...), which share `tuner.cli.options` (the options),
+Commands live in their own modules (sweep, export, imports, status, serving, db_admin,
+compare (with verify), shapes, ...), which share `tuner.cli.options` (the options),
 `tuner.cli.output`, `tuner.cli.arguments`, `tuner.cli.devices` and `tuner.cli.store`; this
 module imports them and nothing imports it back.
 """
@@ -22,7 +22,6 @@ from tuner.cli import (
     shapes,
     status,
     sweep,
-    verify,
 )
 from tuner.cli.guard import run_guarded
 
@@ -49,11 +48,7 @@ def _group(name: str, help_text: str, no_args_is_help: bool = True) -> typer.Typ
     return group
 
 
-shapes_app = _group(
-    "shapes",
-    "Models and their (N, K) per TP size: list, show, and read them from a server log or a "
-    "config.json.",
-)
+shapes_app = _group("shapes", "Models and their (N, K) per TP size, from a log or config.json.")
 db_app = _group("db", "Manage the store: its schema, its backup.")
 recipe_app = _group("recipe", "Ready-to-run text for sweeps inside the serving image.", False)
 
@@ -63,8 +58,8 @@ app.command("import")(imports.import_files)
 app.command()(status.status)
 app.command()(serving.mounts)
 app.command()(serving.serve)
-app.command("verify", help=verify.__doc__)(verify.verify)
-app.command("compare", help=compare.__doc__)(compare.compare)
+app.command()(compare.verify)
+app.command()(compare.compare)
 app.command()(doctor.doctor)
 app.command()(export.export)
 app.command()(export.winners)
@@ -83,7 +78,3 @@ db_app.command("backup")(db_admin.db_backup)
 def main() -> None:
     """Console-script entry point: a store fault or Ctrl-C is one line (tuner.cli.guard)."""
     run_guarded(app)
-
-
-if __name__ == "__main__":
-    main()

@@ -4,15 +4,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tuner.cli.errors import fail
 from tuner.core import VLLM_M_GRID
 from tuner.files.format import parse_config_list
 from tuner.kernels.config import KernelConfig
-
-if TYPE_CHECKING:
-    from tuner.kernels.config import KernelConfig
 
 # The largest M a command tunes or times: 2**20 tokens in one batch, far past vLLM's grid (4096)
 # and its largest batches; a larger M is a typo, whose inputs would not fit a GPU.

@@ -24,8 +24,7 @@ from tuner.files.device import target_device
 from tuner.files.format import ParsedFile, coverage_summary, parse_file_for_import
 from tuner.files.merge import entries_left_out
 from tuner.kernels.registry import family_of_file
-from tuner.measure.compile import compile_pool
-from tuner.measure.launch_check import check_entries, device_arch
+from tuner.measure.compile import check_entries, compile_pool, device_arch
 
 
 @dataclass

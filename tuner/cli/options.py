@@ -25,31 +25,21 @@ def strategy_names() -> Any:
 # A serving engine, as `tuner.kernels.engines.ENGINES` names them.
 EngineName = Literal["vllm", "sglang"]
 EngineOpt = Annotated[
-    EngineName,
-    typer.Option("--engine", help="Serving engine: its config folder and file names."),
+    EngineName, typer.Option("--engine", help="Serving engine: its config folder and file names.")
 ]
-
-
 # Whose Triton kernels a sweep times (`tuner.kernels.source.KERNEL_CHOICES`).
 KernelChoice = Literal["auto", "vllm", "builtin"]
-
-
 DbOpt = Annotated[
     str | None,
     typer.Option(
         "--db",
         envvar="TUNER_DB_URL",
         show_envvar=True,
-        help="SQLAlchemy URL of the store (default: sqlite:///tuner.db here); "
-        "postgresql://user@host/db to share one store between hosts.",
+        help="SQLAlchemy URL of the store [default: sqlite:///tuner.db; postgresql://u@host/db].",
     ),
 ]
 DeviceOpt = Annotated[
-    str,
-    typer.Option(
-        "--device",
-        help="GPU model as vLLM names it (L20, NVIDIA_L20, ...), or 'interpreter' (the CPU).",
-    ),
+    str, typer.Option("--device", help="GPU as vLLM names it (L20, NVIDIA_L20), or 'interpreter'.")
 ]
 ModelOpt = Annotated[str, typer.Option(help="Model key from `tuner shapes list`.")]
 TpOpt = Annotated[int | None, typer.Option(help="Tensor-parallel size (which shapes).")]
@@ -57,17 +47,10 @@ OutDtypeOpt = Annotated[
     OutDtype, typer.Option("--out-dtype", help="Output dtype of the GEMM (bf16 when serving).")
 ]
 ConfigsOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--configs", help="JSON list of configs to search instead of vLLM's 1,280-config space."
-    ),
+    Path | None, typer.Option("--configs", help="JSON list of configs to search instead.")
 ]
 ReplayOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--replay",
-        help="Answer every trial from this landscape file (recorded timings), not a device.",
-    ),
+    Path | None, typer.Option("--replay", help="Answer every trial from this landscape file.")
 ]
 InterpreterRepsOpt = Annotated[
     int, typer.Option("--interpreter-reps", min=1, help="Timed calls per trial on the interpreter.")
@@ -78,66 +61,35 @@ TrialTimeoutOpt = Annotated[
         "--trial-timeout",
         min=0.1,
         show_default="300 on a GPU, 1800 on the interpreter",
-        help="Seconds one config may take; then it is recorded as timeout, its worker restarted.",
+        help="Seconds one config may take; then it is recorded as timeout.",
     ),
 ]
 KernelOpt = Annotated[
     KernelChoice,
-    typer.Option(
-        "--kernel",
-        help="Whose Triton kernels to time: vllm (the installed vLLM's), builtin (the tuner's "
-        "copies), auto (vllm where vLLM is importable).",
-    ),
+    typer.Option("--kernel", help="Whose Triton kernels to time (auto: vllm where importable)."),
 ]
 # Commands that time nothing: --kernel picks whose kernel's trials the files come from.
 TrialsKernelOpt = Annotated[
     KernelChoice,
-    typer.Option(
-        "--kernel",
-        help="Whose kernel's trials the files are merged from: vllm, builtin, auto (vllm where "
-        "vLLM is importable or the device has trials of it).",
-    ),
+    typer.Option("--kernel", help="Whose kernel's trials to merge (auto: vllm where it has some)."),
 ]
-
-
 SweepMOpt = Annotated[
     str,
     typer.Option(
-        "--m",
-        show_default="vLLM's 18 batch sizes, 1 to 4096",
-        help="Batch sizes M, comma-separated.",
+        "--m", show_default="vLLM's 18, 1 to 4096", help="Batch sizes M, comma-separated."
     ),
 ]
 TrialsOpt = Annotated[
-    int,
-    typer.Option(
-        min=1,
-        max=100_000,
-        help="Configs per (N, K, M) for every strategy but grid, vLLM's default included.",
-    ),
+    int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M), vLLM's default included.")
 ]
-SweepSeedOpt = Annotated[
-    int, typer.Option(min=0, max=2**31 - 1, help="Seed of the search and of the random inputs.")
-]
+SweepSeedOpt = Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of search and inputs.")]
 NoRunOpt = Annotated[
-    bool,
-    typer.Option(
-        "--no-run", help="Only create the sweep and its tasks, for `tuner worker` on other hosts."
-    ),
+    bool, typer.Option("--no-run", help="Only create the sweep, for `tuner worker` on other hosts.")
 ]
 DryRunOpt = Annotated[
-    bool,
-    typer.Option(
-        "--dry-run",
-        help="Print the plan (tasks, trials, time) and exit; nothing is written.",
-    ),
+    bool, typer.Option("--dry-run", help="Print the plan (tasks, trials, time); write nothing.")
 ]
 SweepIdOpt = Annotated[
     int | None,
-    typer.Option(
-        "--sweep",
-        min=1,
-        max=2**31 - 1,
-        help="Only tasks of this sweep [default: every sweep on the device].",
-    ),
+    typer.Option("--sweep", min=1, max=2**31 - 1, help="Only this sweep [default: every one]."),
 ]

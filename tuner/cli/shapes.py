@@ -60,10 +60,7 @@ def shapes_list() -> None:
         raise fail(broken[0])
 
 
-def shapes_show(
-    model: ModelArg,
-    tp: TpOpt = None,
-) -> None:
+def shapes_show(model: ModelArg, tp: TpOpt = None) -> None:
     """The (N, K) of a model at one TP size, with their source."""
     try:
         entry = load_shapes(model, tp)
@@ -91,7 +88,7 @@ def _save(
         path = save_shapes(
             name, tp=tp, groups=parsed, block_shape=block_shape, source=source, **about
         )
-    except (ShapesFileError, ValueError) as exc:
+    except ValueError as exc:  # ShapesFileError among them
         raise fail(str(exc)) from None
     except OSError as exc:
         raise fail(f"cannot write the shapes file: {exc.strerror or exc}") from None
@@ -120,21 +117,6 @@ def _print_log(log: Path, scan: LogScan, tp: int | None) -> None:
                 f"{len(shapes)} {family.log_line.what} without a config file, block_shape {blocks}:"
             )
             _table(family.log_line.key_names, [family.files.file_key(s) for s in shapes])
-
-
-def _partial(family: str, tp: int | None) -> str | None:
-    """None when a family's file names hold its shapes' whole rows (the dense GEMM's N and K);
-    else the line that sends it to `from-config` (fused-MoE experts: a log names E and N)."""
-    kind = get_family(family)
-    assert kind.log_line is not None  # a log names files of the families with a log line
-    names = ", ".join(kind.log_line.key_names)
-    if kind.shapes.shapes_row == f"[{names}]":
-        return None
-    return (
-        f"the log names {kind.log_line.what} by {names} only: derive their rows "
-        f"{kind.shapes.shapes_row} with "
-        f"`tuner shapes from-config config.json --tp {tp or '<TP>'}`"
-    )
 
 
 def from_log(
@@ -176,27 +158,37 @@ def from_log(
 def _save_log(
     log: Path, scan: LogScan, found: dict[str, list[Shape]], tp: int | None, save: str
 ) -> None:
-    """`from-log --save NAME`: the shapes a log names whole (`_partial`) saved as model NAME."""
-    whole = {name: shapes for name, shapes in found.items() if _partial(name, tp) is None}
-    blocks = {s.block_pair(name) for name, shapes in whole.items() for s in shapes}
+    """`from-log --save NAME`: the shapes a log names whole saved as model NAME; a family whose
+    file names hold only part of its shapes-file rows (fused-MoE experts: E and N) is not."""
     if tp is None:
         raise fail("the log does not state the tensor-parallel size: pass --tp with --save")
+    whole, partial = {}, []
+    for name, shapes in found.items():
+        kind = get_family(name)
+        assert kind.log_line is not None  # a log names files of the families with a log line
+        names = ", ".join(kind.log_line.key_names)
+        if kind.shapes.shapes_row == f"[{names}]":
+            whole[name] = [kind.files.file_key(s) for s in shapes]
+        else:
+            partial.append(
+                f"the log names {kind.log_line.what} by {names} only: derive their rows "
+                f"{kind.shapes.shapes_row} with `tuner shapes from-config config.json --tp {tp}`"
+            )
+    blocks = {s.block_pair(name) for name in whole for s in found[name]}
     if not whole:
-        raise fail(_partial(next(iter(found)), tp) or "")
+        raise fail(partial[0])
     if len(blocks) != 1:
         raise fail("the log has shapes of several block_shapes; a shapes entry has one")
     _save(
         save,
         tp=tp,
-        groups={
-            n: [get_family(n).files.file_key(s) for s in shapes] for n, shapes in whole.items()
-        },
+        groups=whole,
         block_shape=blocks.pop(),
         source=f"'Config file not found' warnings in {log.name}",
         description=f"{scan.model or save}: shapes read from a server log",
     )
-    for name in [n for n in found if n not in whole]:
-        plain(f"not saved: {_partial(name, tp)}")
+    for line in partial:
+        plain(f"not saved: {line}")
 
 
 def _print_derived(config: Path, derived: DerivedShapes, tp: int) -> None:

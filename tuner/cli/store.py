@@ -19,7 +19,6 @@ from db.repo import (
     known_device_names,
     normalized_url,
     open_store,
-    read_only_url,
     session_scope,
     sqlite_path,
 )
@@ -99,13 +98,22 @@ def open_failed(exc: BaseException, url: str) -> typer.Exit:
 
 
 def _read_only_or_refused(url: str, read_only: bool) -> str:
-    """The URL to open: the read-only URL of a SQLite store this process cannot write (one
-    note line), the URL itself otherwise; one error line where the command must write."""
+    """The URL to open: for an existing SQLite store this process cannot write, its read-only
+    URL (one note line), or one error line where the command must write; else `url` itself.
+
+    A file that is not writable is opened `mode=ro`; a folder that is not writable (SQLite
+    could not create the `-wal` and `-shm` files there) `immutable=1`, which is safe only while
+    no `-wal` file holds commits: with one, `mode=ro` (SQLite reads a WAL store read-only when
+    its `-wal` and `-shm` exist; https://www.sqlite.org/wal.html#readonly).
+    """
     path = sqlite_path(url)
-    ro_url = None if path is None or not path.exists() else read_only_url(path)
-    if path is None or ro_url is None:
+    if path is None or not path.exists():
         return url
-    what = "its folder" if os.access(path, os.W_OK) else "the file"
+    file = path.resolve()
+    folder_ok = os.access(file.parent, os.W_OK)
+    if os.access(file, os.W_OK) and folder_ok:
+        return url
+    what = "its folder" if os.access(file, os.W_OK) else "the file"
     if not read_only:
         raise fail(
             f"store {path} is read-only ({what} is not writable) and this command "
@@ -113,7 +121,10 @@ def _read_only_or_refused(url: str, read_only: bool) -> str:
         )
     line = f"note: store {path} is read-only ({what} is not writable): opened for reading only"
     typer.echo(line, err=True)
-    return ro_url
+    wal = file.with_name(file.name + "-wal")
+    has_wal = wal.exists() and wal.stat().st_size > 0
+    mode = "immutable=1" if not folder_ok and not has_wal else "mode=ro"
+    return f"sqlite:///file:{file}?{mode}&uri=true"
 
 
 def open_db(

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from db.repo import create_sweep, session_scope, stored_trials, sweep_key, trial_times
+from db import repo
 from tuner.cli.arguments import DEFAULT_M, load_configs, parse_m_values
 from tuner.cli.devices import resolve_kernel_choice, resolve_runner
 from tuner.cli.errors import fail
@@ -35,17 +35,9 @@ from tuner.cli.output import console, plain
 from tuner.cli.store import existing_store, masked, open_db
 from tuner.core import REQUIRED_M, OutDtype
 from tuner.inputs.shapes import UnknownModelError, load_shapes
-from tuner.measure.runners import Runner
 from tuner.run.plan import model_requests, plan_lines, space_name
 from tuner.run.supervisor import interrupted, interrupted_exit
-from tuner.run.sweep import (
-    commonest_failure,
-    run_workers,
-    summary_lines,
-    supervisor,
-    unfinished_in_scope,
-    worker_specs,
-)
+from tuner.run.sweep import commonest_failure, run_workers, supervisor
 from tuner.search.registry import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 # `tuner sweep --strategy`: its type is built with the command (`strategy_names`), so a
@@ -85,35 +77,40 @@ def sweep(
     resumes where it stopped; with a larger --trials only the new trials are measured. When
     every task is done the device's files are published as its next release (unless
     --no-publish). The plan (tasks, trials, time) comes first."""
-    plan_here = (not no_run, dry_run and not no_run)
-    search = dict(strategy=strategy, trials=trials, seed=seed, out_dtype=out_dtype.value)
-    runner, resolved, requests = _requests(
-        (m, model, tp), device, replay, kernel, plan_here, interpreter_reps, configs, search
+    source, label = resolve_kernel_choice(kernel)
+    runner, resolved = resolve_runner(
+        device,
+        replay,
+        interpreter_reps=interpreter_reps,
+        need_device=not no_run,
+        plan_only=dry_run and not no_run,
     )
+    search = dict(strategy=strategy, trials=trials, seed=seed, out_dtype=out_dtype.value)
+    requests = _requests(m, model, tp, resolved.device_name, configs, replay, source, label, search)
     visible = list(resolved.visible_ids)  # one worker each
-    _show_plan(requests, db, runner, len(visible), interpreter_reps)
-    if not dry_run:
-        _run_all(requests, db, runner, visible, no_run, no_publish, trial_timeout)
+    for line in _plan(requests, db, runner.name, len(visible), interpreter_reps):
+        plain(line)
+    if dry_run:
+        return
+    url, store = open_db(db)
+    for request, what in requests:
+        run_on = None if no_run else visible
+        _plan_and_run(store, url, request, what, runner, run_on, trial_timeout)
+    if not no_run and not no_publish:  # merged from the sweeps' own kernel source
+        publish_device(store, resolved.device_name, reason="tuner sweep", kernel=source)
 
 
-def _requests(what, device, replay, kernel, plan_here, reps, configs, search):
-    """(runner, resolved device, the sweep requests of the model's shapes): `what` (--m, --model,
-    --tp) read, --kernel, --device and --replay resolved (`plan_here`: a device is needed, only
-    a plan is printed), then one request per family of the model with `search` (strategy,
-    trials, seed, out_dtype). A bad value exits 2 with one line."""
-    m, model, tp = what
+def _requests(m, model, tp, device_name, configs, replay, source, label, search) -> list:
+    """The sweep requests of the model's shapes (`model_requests`) for --m, --model, --tp,
+    --configs and --replay on the resolved device, kernel source and space label, with `search`
+    (strategy, trials, seed, out_dtype); a bad value exits 2 with one line."""
     try:
         m_values, shapes = parse_m_values(m), load_shapes(model, tp)
     except (ValueError, UnknownModelError) as exc:
         raise fail(str(exc).strip("'\"")) from None
-    source, label = resolve_kernel_choice(kernel)
-    need_device, plan_only = plan_here
-    runner, resolved = resolve_runner(
-        device, replay, interpreter_reps=reps, need_device=need_device, plan_only=plan_only
-    )
-    requests = model_requests(
+    return model_requests(
         shapes,
-        device_name=resolved.device_name,
+        device_name=device_name,
         m_values=m_values,
         configs=load_configs(configs),
         replay=None if replay is None else str(replay),
@@ -121,106 +118,59 @@ def _requests(what, device, replay, kernel, plan_here, reps, configs, search):
         kernel_label=label,
         **search,
     )
-    return runner, resolved, requests
 
 
-def _run_all(requests, db, runner, visible, no_run, no_publish, trial_timeout_s) -> None:
-    """Run every sweep of the command (`_plan_and_run`), then publish the device's files
-    unless --no-run or --no-publish, merged from the sweeps' own kernel source: "auto"
-    could read another source's trials here (vLLM's wherever vLLM is installed, even when
-    the sweep timed the builtin)."""
-    url, store = open_db(db)
-    for request, what in requests:
-        _plan_and_run(
-            store,
-            url,
-            request,
-            what,
-            no_run=no_run,
-            runner=runner,
-            visible=visible,
-            trial_timeout_s=trial_timeout_s,
-        )
-    if not no_run and not no_publish:
-        first = requests[0][0]
-        publish_device(store, first.device_name, reason="tuner sweep", kernel=first.kernel)
-
-
-def _history(db: str | None, requests: list) -> tuple[list, list[int]]:
-    """The device's earlier trial times and each request's stored trials, read without
-    creating a store (none yet reads as an empty history; a server that does not answer is
-    one line, exit 2)."""
-    _, store = existing_store(db)
-    if store is None:
-        return [], [0] * len(requests)
-    with session_scope(store) as session:
-        history = trial_times(session, device_name=requests[0][0].device_name)
-        stored = [
-            stored_trials(session, sweep_key=sweep_key(request.sweep_spec()))
-            for request, _ in requests
-        ]
-    store.dispose()
-    return history, stored
-
-
-def _show_plan(requests: list, db, runner: Runner, workers: int, reps: int) -> None:
-    """Print the plan of a `tuner sweep` in one block, after a warning for an M grid without
-    some of vLLM's batch sizes."""
-    history, stored = _history(db, requests)
-    m_values = requests[0][0].m_values
-    missing = [value for value in REQUIRED_M if value not in m_values]
+def _plan(requests: list, db: str | None, runner_name: str, workers: int, reps: int) -> list:
+    """The plan of a `tuner sweep` (`plan_lines`), from the device's earlier trial times and
+    each request's stored trials, read without creating a store (none yet reads as an empty
+    history; a server that does not answer is one line, exit 2); a warning first for an M grid
+    without some of vLLM's batch sizes."""
+    missing = [value for value in REQUIRED_M if value not in requests[0][0].m_values]
     if missing:
         typer.echo(
             f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there", err=True
         )
-    lines = plan_lines(
+    _, store = existing_store(db)
+    history, stored = [], [0] * len(requests)
+    if store is not None:
+        with repo.session_scope(store) as session:
+            history = repo.trial_times(session, device_name=requests[0][0].device_name)
+            stored = [
+                repo.stored_trials(session, sweep_key=repo.sweep_key(request.sweep_spec()))
+                for request, _ in requests
+            ]
+        store.dispose()
+    return plan_lines(
         requests,
-        runner_name=runner.name,
+        runner_name=runner_name,
         reps=reps,
         history=history,
         stored=stored,
         workers=max(1, workers),
     )
-    for line in lines:
-        plain(line)
 
 
-def _plan_and_run(
-    store,
-    url: str,
-    request,
-    what: str,
-    *,
-    no_run: bool,
-    runner,
-    visible: list,
-    trial_timeout_s: float | None = None,
-) -> None:
-    """Create or find one sweep and run it to the end (`_run`), or with `no_run` only
-    say how workers on other hosts join it."""
-    with session_scope(store) as session:
-        info, created = create_sweep(session, request.sweep_spec())
+def _plan_and_run(store, url: str, request, what: str, runner, visible, trial_timeout_s=None):
+    """Create or find one sweep and run it with one worker per `visible` GPU, printing its
+    summary, or with `visible` None only say how workers on other hosts join it. Exit 1 if
+    tasks are left or no trial came out ok, 130 on Ctrl-C, 143 on SIGTERM."""
+    with repo.session_scope(store) as session:
+        info, created = repo.create_sweep(session, request.sweep_spec())
     sweep_id = info.sweep_id
-    workers = "no run" if no_run else f"{len(visible)} worker(s)"
+    workers = "no run" if visible is None else f"{len(visible)} worker(s)"
     plain(
         f"sweep {sweep_id} ({'new' if created else 'resumed'}): {request.device_name}, "
         f"{request.model} TP {request.tp}, {what} x {len(request.m_values)} M, "
         f"{request.strategy}, {workers}, store {masked(url)}, "
         f"kernel {request.kernel_label or request.kernel}"
     )
-    if no_run:
+    if visible is None:
         return plain(
             f"run `tuner worker --device {request.device_name} --sweep {sweep_id} --kernel "
             f"{request.kernel}` with the same --db (and --configs, --replay) on each host"
         )
-    _run(store, url, request, sweep_id, runner, visible, trial_timeout_s)
-
-
-def _run(store, url, request, sweep_id, runner, visible, trial_timeout_s) -> None:
-    """Run sweep `sweep_id` with one worker per `visible` GPU and print its summary; exit 1 if
-    tasks are left or no trial came out ok, 130 on Ctrl-C, 143 on SIGTERM."""
     try:
-        summary = run_workers(
+        now, lines = run_workers(
             store,
             url,
             request,
@@ -232,9 +182,8 @@ def _run(store, url, request, sweep_id, runner, visible, trial_timeout_s) -> Non
         )
     except KeyboardInterrupt as exc:  # here: Click would turn SIGTERM's exit code into 130
         raise fail(interrupted(exc), interrupted_exit(exc)[0]) from None
-    for line in summary_lines(summary):
+    for line in lines:
         plain(line)
-    now = summary.now
     if (now.trials_total or now.tasks_failed) and not now.trials_ok:
         raise fail(f"sweep {sweep_id}: no trial ok; {commonest_failure(store, sweep_id)}", 1)
     if now.tasks_done != now.tasks_total:
@@ -263,12 +212,7 @@ def worker(
     url, store = open_db(db, must_exist=True)
     space = space_name(candidates, None if replay is None else str(replay), label)
     scope: dict[str, Any] = dict(sweep_id=sweep_id, device_name=resolved.device_name, space=space)
-    try:
-        unfinished = unfinished_in_scope(store, **scope)
-    except LookupError:
-        raise fail(f"no sweep {sweep_id} in store {masked(url)}") from None
-    except ValueError as exc:
-        raise fail(str(exc)) from None
+    unfinished = _unfinished(store, url, scope)
     where = f"sweeps on {resolved.device_name}" if sweep_id is None else f"sweep {sweep_id}"
     if not unfinished:
         return plain(f"nothing to do: no unfinished task in {where} (space {space})")
@@ -276,17 +220,44 @@ def worker(
     plain(
         f"{len(visible)} worker(s) on {where}: {unfinished} unfinished task(s), store {masked(url)}"
     )
-    specs = worker_specs(
-        url, runner=runner, visible_devices=visible, configs=candidates, kernel=source, **scope
-    )
     try:
-        report = supervisor(store, specs, trial_timeout, plain).run()
+        report = supervisor(
+            store,
+            url,
+            runner=runner,
+            visible_devices=visible,
+            configs=candidates,
+            kernel=source,
+            trial_timeout_s=trial_timeout,
+            on_event=plain,
+            **scope,
+        ).run()
     except KeyboardInterrupt as exc:
         raise fail(interrupted(exc), interrupted_exit(exc)[0]) from None
-    left = unfinished_in_scope(store, **scope)
     plain(
-        f"worker done: {left} unfinished task(s) left in {where}; {report.crashed} crashed, "
+        f"worker done: {_unfinished(store, url, scope)} unfinished task(s) left in {where}; "
+        f"{report.crashed} crashed, "
         f"{report.timeouts} timed out, {report.restarts} restart(s)"
     )
     if report.given_up:
         raise fail(f"gave up on worker(s) {', '.join(report.given_up)}; see the lines above", 1)
+
+
+def _unfinished(store, url: str, scope: dict[str, Any]) -> int:
+    """The unfinished tasks a worker with this `scope` (sweep_id, device_name, space) would
+    claim (`tuner worker`); a sweep that is not in the store, or is on another device or over
+    another config space, exits 2 with one line."""
+    sweep_id, device_name, space = scope["sweep_id"], scope["device_name"], scope["space"]
+    with repo.session_scope(store) as session:
+        info = None if sweep_id is None else repo.get_sweep(session, sweep_id=sweep_id)
+        unfinished = repo.unfinished_tasks(session, **scope)
+    if sweep_id is not None and info is None:
+        raise fail(f"no sweep {sweep_id} in store {masked(url)}")
+    if info is not None and info.device_name != device_name:
+        raise fail(f"sweep {sweep_id} is for {info.device_name}, not {device_name}")
+    if info is not None and info.space != space:
+        raise fail(
+            f"sweep {sweep_id} searches config space {info.space}, this worker {space}: pass "
+            "the --configs/--replay file and --kernel the sweep was made with"
+        )
+    return unfinished

@@ -1,8 +1,8 @@
 """The project's facts, each defined once and imported from here: vLLM's config keys, trial
 and comparison statuses, output dtypes and the dtype label of FP8 file names, the device-name
-rule and the resolved device, the M grids, Triton's major.minor, the geometric mean and an
-exception's one line (the kernel source hash is `tuner.core.hashing`'s, which the kernels
-import). Below every other package (`db` imports it too): the standard library and
+rule and the resolved device, an A/B's client run, the M grids, Triton's major.minor, the
+geometric mean and an exception's one line (the kernel source hash is `tuner.core.hashing`'s,
+which the kernels import). Below every other package (`db` imports it too): the standard library and
 `packaging` only."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -83,8 +84,7 @@ DEVICE_NAME_MAX = 128
 DEVICE_NAME_CHARS = r"!#-\-0-\[\]-~"
 # Without look-arounds (pydantic's Rust regex engine has none), so the API can use it; pair it
 # with a length check of DEVICE_NAME_MAX. No two dots in a row, and at least one other character.
-DEVICE_NAME_PATTERN = rf"^\.?(?:[{DEVICE_NAME_CHARS}]\.?)+$"
-DEVICE_NAME_RE = re.compile(DEVICE_NAME_PATTERN)
+DEVICE_NAME_RE = re.compile(rf"^\.?(?:[{DEVICE_NAME_CHARS}]\.?)+$")
 # A device as a user names it in a URL or on the command line: vLLM's key, or the GPU's own name
 # with spaces ("NVIDIA L20"); resolved against the store's keys before use.
 DEVICE_ARG_PATTERN = rf"^[ .{DEVICE_NAME_CHARS}]{{1,{DEVICE_NAME_MAX}}}$"
@@ -125,7 +125,7 @@ def is_device_name(name: str) -> bool:
 
     Returns:
         Whether it is 1..DEVICE_NAME_MAX printable ASCII characters without space, `"`, `/`,
-        `\\` or `..` (see DEVICE_NAME_PATTERN).
+        `\\` or `..` (see DEVICE_NAME_RE).
     """
     return (
         isinstance(name, str)
@@ -155,6 +155,19 @@ class ResolvedDevice:
     compute_capability: str = ""
     interpreter: bool = False
     visible_ids: tuple[str | None, ...] = ()
+
+
+@dataclass(frozen=True)
+class AbRunRow:
+    """One client run of `tuner ab` (`tuner.ab.run`), as the store keeps it (`db.ab`): block
+    (0-based), arm, workload, seed, metrics and the client's result JSON."""
+
+    block: int
+    arm: str
+    workload: str
+    seed: int
+    metrics: dict[str, float]
+    client_result: dict[str, Any]
 
 
 # vLLM's tuning script default batch sizes (benchmarks/kernels/benchmark_w8a8_block_fp8.py, main).

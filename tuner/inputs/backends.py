@@ -27,12 +27,6 @@ from tuner.kernels.vllm_table import (
     capability_text,
 )
 
-# What vLLM 0.33.0 runs with, from its wheel's METADATA (`Requires-Dist: torch==2.14.0`) and
-# torch 2.14.0's wheel METADATA (`Requires-Dist: triton~=3.8.0`): the Triton its kernels, and
-# so the tuned files, are compiled with in the serving image.
-VLLM_TORCH_PIN = "==2.14.0"
-VLLM_TRITON_PIN = "~=3.8.0"
-
 _LABELS = dict(FP8_BLOCK_KERNELS)
 
 # vLLM 0.33.0's --linear-backend values (`LinearBackend` in vllm/config/kernel.py); vLLM
@@ -179,12 +173,7 @@ def device_advice(device_name: str, capabilities: Sequence[str] = ()) -> DeviceA
         return DeviceAdvice((cpu + "trying the tuner out; no vLLM server reads them.",), False)
     recorded = next(filter(None, map(capability_number, capabilities)), None)
     number = recorded or known_capability(device_name)
-    arch = arch_of(capability_text(number)) if number else None
-    if recorded is not None:
-        source = f"compute capability {capability_text(recorded)}, from its trials in the store"
-    elif number is not None:
-        source = f"{gpu_model(device_name)}: compute capability {capability_text(number)}, from "
-        source += "the table of known GPUs"
+    arch = None
     if number is None:
         lines = [
             f"{device_name}: architecture not known (no trial in the store names a compute "
@@ -192,15 +181,18 @@ def device_advice(device_name: str, capabilities: Sequence[str] = ()) -> DeviceA
             f"vLLM {VLLM_VERSION} runs the Triton kernel, and so reads these files, by default "
             "on no CUDA GPU.",
         ]
-    elif arch is None:  # older than sm89: no FP8 dot
-        return DeviceAdvice(
-            (
-                f"{device_name} is sm{number} ({source}): no FP8 dot (compute capability below "
-                "8.9), so the Triton block-FP8 kernel, and these files, cannot run there.",
-            ),
-            False,
-        )
     else:
+        capability = f"compute capability {capability_text(number)}"
+        source = f"{capability}, from its trials in the store"
+        if recorded is None:
+            source = f"{gpu_model(device_name)}: {capability}, from the table of known GPUs"
+        arch = arch_of(capability_text(number))
+        if arch is None:  # older than sm89: no FP8 dot
+            line = (
+                f"{device_name} is sm{number} ({source}): no FP8 dot (compute capability below "
+                "8.9), so the Triton block-FP8 kernel, and these files, cannot run there."
+            )
+            return DeviceAdvice((line,), False)
         default = next(a.default for a in ARCH_BACKENDS if a.arch == arch)
         lines = [
             f"{device_name} is {arch} ({source}).",

@@ -77,11 +77,8 @@ def matches(device: str, device_name: str) -> bool:
     Case-insensitive, with or without the vendor prefix: "L20", "nvidia_l20" and
     "NVIDIA L20" all name "NVIDIA_L20"; "L20" does not name "NVIDIA_L20S".
     """
-    wanted = vllm_device_name(device).lower()
-    have = device_name.lower()
-    if is_interpreter(device):
-        return have == INTERPRETER_DEVICE_NAME.lower()
-    return wanted == have or f"nvidia_{wanted}" == have
+    wanted = vllm_device_name(INTERPRETER_DEVICE_NAME if is_interpreter(device) else device)
+    return device_name.lower() in (wanted.lower(), f"nvidia_{wanted.lower()}")
 
 
 class VisibleGpu(Protocol):
@@ -132,17 +129,13 @@ def resolve_device(
     plan_only: bool = False,
 ) -> tuple[ResolvedDevice, str | None]:
     """A `--device` argument ("L20", "NVIDIA H200", "interpreter") resolved once, against the
-    visible GPUs, into the device the CLI, the API and the file names all take (a name among
-    the store's devices: `device_among`).
+    visible GPUs, into the device the CLI, the API and the file names all take.
 
-    `find_gpus` is called only for a GPU model with need_device or plan_only: the interpreter,
-    or the visible GPUs it `matches`; without need_device a model no visible GPU matches is
-    still taken (its key, for workers on other hosts); with plan_only too, with a note that a
-    run here would stop.
-
-    Returns:
-        (the device, a note line for stderr or None); `visible_ids`: the matching GPUs'
-        CUDA_VISIBLE_DEVICES entries, (None,) for one unpinned worker.
+    `find_gpus` is called only for a GPU model with need_device or plan_only; without
+    need_device a model no visible GPU matches is still taken (its key, for workers on other
+    hosts); with plan_only too, with a note (the second value) that a run here would stop.
+    `visible_ids`: the matching GPUs' CUDA_VISIBLE_DEVICES entries, (None,) for one unpinned
+    worker.
 
     Raises:
         ValueError: one line: no visible GPU matches (need_device, not plan_only); a name that
@@ -162,32 +155,18 @@ def resolve_device(
             first.compute_capability,
             visible_ids=tuple(gpu.visible_id for gpu in chosen),
         ), None
-    if not (need_device and find_gpus is not None):
-        return ResolvedDevice(_typed_gpu_key(device)), None
-    return _none_visible(device, gpus, plan_only)
-
-
-def _none_visible(
-    device: str, gpus: Sequence[VisibleGpu], plan_only: bool
-) -> tuple[ResolvedDevice, str]:
-    """`resolve_device` when no visible GPU matches a GPU model: with plan_only, its key and a
-    note that a run here would stop; else ValueError naming the visible GPUs."""
     visible = ", ".join(sorted({gpu.device_name for gpu in gpus})) or "no CUDA GPU"
-    if plan_only:
-        key = _typed_gpu_key(device)
-        note = (
-            f"note: no visible GPU matches --device {device} here (visible: "
-            f"{visible}): the sweep would stop with that error; this plan is for one "
-            f"{key}, one worker per matching GPU where it runs (or --no-run there for "
-            "`tuner worker`)"
-        )
-        return ResolvedDevice(key, visible_ids=(None,)), note
-    raise ValueError(f"no visible GPU matches --device {device}; visible: {visible}")
-
-
-def _typed_gpu_key(device: str) -> str:
-    """`gpu_device_key` of a `--device` argument, its error worded for the command line."""
+    if need_device and find_gpus is not None and not plan_only:
+        raise ValueError(f"no visible GPU matches --device {device}; visible: {visible}")
     try:
-        return gpu_device_key(device)
+        key = gpu_device_key(device)
     except ValueError as exc:
         raise ValueError(f"--device {exc}") from None
+    if not (need_device and find_gpus is not None):
+        return ResolvedDevice(key), None
+    note = (
+        f"note: no visible GPU matches --device {device} here (visible: {visible}): the sweep "
+        f"would stop with that error; this plan is for one {key}, one worker per matching GPU "
+        "where it runs (or --no-run there for `tuner worker`)"
+    )
+    return ResolvedDevice(key, visible_ids=(None,)), note

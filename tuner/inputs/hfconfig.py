@@ -51,7 +51,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.inputs.shapes import MODEL_TYPE_RE
+from tuner.inputs.shapes import MODEL_TYPE_RE, read_text
 
 # Architectures whose layers follow the rule above (vLLM's llama.py builds the first two,
 # qwen2.py, qwen3.py and qwen3_moe.py the others).
@@ -66,11 +66,10 @@ _NOTHING = "vLLM runs no block-FP8 GEMM for it, so there is nothing to tune"
 
 @dataclass(frozen=True)
 class DerivedShapes:
-    """The dense block-FP8 GEMMs of a model at one TP size.
+    """The block-FP8 GEMMs of a model at one TP size.
 
     Attributes:
         architecture: the config's architecture, e.g. "Qwen3ForCausalLM".
-        tp: tensor-parallel size.
         block_shape: [group_n, group_k] (`weight_block_size`, or compressed-tensors' weights
             `block_structure`; `block_shape_of`).
         layers: (N, K, name) of each linear layer's weight B [N, K] on one rank: qkv_proj,
@@ -83,7 +82,6 @@ class DerivedShapes:
     """
 
     architecture: str
-    tp: int
     block_shape: tuple[int, int]
     layers: tuple[tuple[int, int, str], ...]
     model: str | None
@@ -179,7 +177,6 @@ def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> De
     block_shape = block_shape_of(config, where)
     return DerivedShapes(
         architecture=architecture,
-        tp=tp,
         block_shape=block_shape,
         layers=_dense_layers(config, tp, architecture, block_shape, where) if known else (),
         model=name if isinstance(name := config.get("_name_or_path"), str) and name else None,
@@ -239,12 +236,9 @@ def read_config(path: Path) -> dict:
         ValueError: one line naming the file: unreadable, not UTF-8, not JSON, or not a JSON
             object.
     """
+    text = read_text(path)
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not UTF-8 text") from None
+        data = json.loads(text)
     except ValueError as exc:
         raise ValueError(f"{path}: invalid JSON: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import gzip
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -106,31 +106,9 @@ class LogScan:
         return list(dict.fromkeys(m.shape for m in self.files.get(family, ())))
 
 
-def _one(values: set[_T]) -> _T | None:
-    return next(iter(values)) if len(values) == 1 else None
-
-
-@dataclass
-class _StartUp:
-    """What the engine's start-up lines say: TP sizes, model names, linear kernel and backend."""
-
-    tps: set[int] = field(default_factory=set)
-    models: set[str] = field(default_factory=set)
-    kernels: dict[str, None] = field(default_factory=dict)
-    backends: set[str] = field(default_factory=set)
-
-    def read(self, line: str) -> None:
-        """Take what one line (not a missing-file warning) says."""
-        selected = selected_kernel(line)
-        if selected is not None:
-            self.kernels.setdefault(selected[0], None)
-        args = _NON_DEFAULT in line
-        if args or "tensor_parallel_size=" in line or "tp_size=" in line:
-            # vLLM's default TP is 1: its non-default args leave tensor_parallel_size out then.
-            found_tp = _TP_RE.findall(line) or (["1"] if args else [])
-            self.tps.update(int(v) for v in found_tp if 0 < int(v) <= 1024)
-            self.models.update(_MODEL_RE.findall(line)[:1])
-            self.backends.update(filter(None, [linear_backend_arg(line) if args else None]))
+def _one(values: Iterable[_T]) -> _T | None:
+    found = set(values)
+    return next(iter(found)) if len(found) == 1 else None
 
 
 def _missing(line: str, family_name: str) -> MissingConfig | None:
@@ -163,27 +141,37 @@ def scan_lines(lines: Iterable[str]) -> LogScan:
     """
     logged = {f.name: f.log_line for f in FAMILIES.values() if f.log_line is not None}
     found: dict[str, dict[MissingConfig, None]] = {name: {} for name in logged}
-    start_up = _StartUp()
-    warnings = 0
-    count = 0
+    tps: list[int] = []
+    models: list[str] = []
+    backends: list[str | None] = []
+    kernels: dict[str, None] = {}
+    warnings = count = 0
     for raw in lines:
         count += 1
         line = _ANSI_RE.sub("", raw).rstrip("\r\n")
         family = next((name for name, ll in logged.items() if ll.marker in line), None)
-        if family is None:
-            start_up.read(line)
-        elif (missing := _missing(line, family)) is not None:
-            found[family].setdefault(missing, None)
-            if logged[family].counted:
-                warnings += 1
+        if family is not None:
+            missing = _missing(line, family)
+            if missing is not None:
+                found[family].setdefault(missing, None)
+                warnings += int(logged[family].counted)
+            continue
+        if (selected := selected_kernel(line)) is not None:
+            kernels.setdefault(selected[0], None)
+        args = _NON_DEFAULT in line
+        if args or "tensor_parallel_size=" in line or "tp_size=" in line:
+            # vLLM's default TP is 1: its non-default args leave tensor_parallel_size out then.
+            tps += [int(v) for v in _TP_RE.findall(line) or (["1"] if args else [])]
+            models += _MODEL_RE.findall(line)[:1]
+            backends += [linear_backend_arg(line)] if args else []
     return LogScan(
         files={name: tuple(files) for name, files in found.items()},
         warnings=warnings,
-        tp=_one(start_up.tps),
-        model=_one(start_up.models),
+        tp=_one(tp for tp in tps if 0 < tp <= 1024),
+        model=_one(models),
         lines=count,
-        linear_kernels=tuple(start_up.kernels),
-        linear_backend=_one(start_up.backends),
+        linear_kernels=tuple(kernels),
+        linear_backend=_one(b for b in backends if b),
     )
 
 

@@ -70,7 +70,7 @@ class ModelShapes:
     @property
     def shapes(self) -> tuple[tuple[int, int], ...]:
         """The default family's (N, K) pairs (`pairs()`), for the comparisons that read them
-        (`tuner.compare.verify`, `tuner.compare.doctor`)."""
+        (`tuner.compare.versus`, `tuner.cli.doctor`)."""
         return self.pairs()
 
     def family_label(self, family: str) -> str:
@@ -80,19 +80,6 @@ class ModelShapes:
         briefs = ", ".join(kind.shape_brief(shape) for shape in self.of(family))
         title = kind.report.short_title or family
         return f"{self.model} TP {self.tp}: {briefs or f'no {title} shapes'}"
-
-
-# tp -> (source, family name -> shapes)
-_Entries = dict[int, tuple[str, dict[str, tuple[Shape, ...]]]]
-
-
-@dataclass(frozen=True)
-class _ShapesDoc:
-    model: str
-    description: str
-    block_shape: tuple[int, int]
-    entries: _Entries
-    model_type: str | None = None
 
 
 def _keyed_families() -> dict[str, KernelFamily]:
@@ -130,8 +117,8 @@ def known_models() -> list[str]:
     return sorted({key for key in keys if MODEL_KEY_RE.fullmatch(key)})
 
 
-def _parse(data: dict, label: str, key: str) -> _ShapesDoc:
-    """Check a parsed shapes document strictly; errors name `label`."""
+def _parse(data: dict, label: str, key: str) -> dict[int, ModelShapes]:
+    """Check a parsed shapes document strictly (errors name `label`): its entry per TP size."""
     _known_keys(data, _TOP_KEYS, label)
     model = data.get("model")
     if model != key:
@@ -160,12 +147,14 @@ def _parse(data: dict, label: str, key: str) -> _ShapesDoc:
     if not isinstance(tables, dict) or not tables:
         raise ShapesFileError(f"{label}: needs at least one [tp.<size>] table")
     keyed = _keyed_families()
-    entries: _Entries = {}
+    entries = {}
     for size, table in tables.items():
         if not size.isdigit() or not 1 <= int(size) <= MAX_TP:
             raise ShapesFileError(f"{label}: [tp.{size}] is not a TP size in 1..{MAX_TP}")
-        entries[int(size)] = _parse_tp(table, f"{label}, TP {size}", block_shape, keyed)
-    return _ShapesDoc(model, description, block_shape, entries, model_type)
+        tp = int(size)
+        found = _parse_tp(table, f"{label}, TP {size}", block_shape, keyed)
+        entries[tp] = ModelShapes(model, description, tp, block_shape, *found, model_type)
+    return entries
 
 
 def _known_keys(table: dict, allowed: Sequence[str], where: str) -> None:
@@ -201,7 +190,7 @@ def _parse_tp(
     return source, groups
 
 
-def _load_text(text: str, label: str, key: str) -> _ShapesDoc:
+def _load_text(text: str, label: str, key: str) -> dict[int, ModelShapes]:
     try:
         data = tomllib.loads(text)
     except ValueError as exc:  # TOMLDecodeError, or an integer too long to convert
@@ -214,7 +203,18 @@ def _load_text(text: str, label: str, key: str) -> _ShapesDoc:
         raise ShapesFileError(str(exc)) from None
 
 
-def _read(model: str) -> _ShapesDoc:
+def read_text(path: Path, error: type[ValueError] = ValueError) -> str:
+    """A UTF-8 file's text; `error` with one line naming the file where it is unreadable or
+    not UTF-8."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise error(f"{path}: not UTF-8 text") from None
+
+
+def _read(model: str) -> dict[int, ModelShapes]:
     packaged = resources.files("shapes") / f"{model}.toml"
     if MODEL_KEY_RE.fullmatch(model) and packaged.is_file():
         return _load_text(packaged.read_text(encoding="utf-8"), f"shapes/{model}.toml", model)
@@ -222,13 +222,7 @@ def _read(model: str) -> _ShapesDoc:
     if not MODEL_KEY_RE.fullmatch(model) or not path.is_file():
         known = known_models()
         raise UnknownModelError(f"unknown model '{model}'; known: {', '.join(known)}")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise ShapesFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ShapesFileError(f"{path}: not UTF-8 text") from None
-    return _load_text(text, str(path), model)
+    return _load_text(read_text(path, ShapesFileError), str(path), model)
 
 
 def tp_sizes(model: str) -> list[int]:
@@ -238,7 +232,7 @@ def tp_sizes(model: str) -> list[int]:
         UnknownModelError: no such model.
         ShapesFileError: its file is malformed.
     """
-    return sorted(_read(model).entries)
+    return sorted(_read(model))
 
 
 def load_shapes(model: str, tp: int | None = None) -> ModelShapes:
@@ -255,19 +249,17 @@ def load_shapes(model: str, tp: int | None = None) -> ModelShapes:
             it does).
         ShapesFileError: the shapes file is unreadable or malformed (one line naming the file).
     """
-    doc = _read(model)
-    sizes = sorted(doc.entries)
+    entries = _read(model)
+    sizes = sorted(entries)
     if tp is None:
         if len(sizes) != 1:
             raise UnknownModelError(f"model '{model}' lists TP sizes {sizes}; choose one with --tp")
         tp = sizes[0]
-    if tp not in doc.entries:
+    if tp not in entries:
         raise UnknownModelError(
             f"model '{model}' has no shapes for TP {tp}; listed: {', '.join(map(str, sizes))}"
         )
-    return ModelShapes(
-        doc.model, doc.description, tp, doc.block_shape, *doc.entries[tp], doc.model_type
-    )
+    return entries[tp]
 
 
 def _toml_string(text: str) -> str:
@@ -275,42 +267,24 @@ def _toml_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def render_shapes_file(
-    model: str,
-    description: str,
-    block_shape: tuple[int, int],
-    entries: Mapping[int, tuple[str, Mapping[str, Sequence[Shape]]]],
-    model_type: str | None = None,
-) -> str:
-    """A shapes file in the packaged files' layout.
-
-    Args:
-        model: the model key (also the file name without `.toml`).
-        description: one line about the model.
-        block_shape: [group_n, group_k].
-        entries: TP size -> (source, kernel family name -> shapes); each family's shapes are
-            written under its key (`FamilyShapes.shapes_key`) as its rows
-            (`FamilyShapes.shape_row`), in the registry's order.
-        model_type: the model's Hugging Face model type; None writes none.
-
-    Returns:
-        TOML text that `load_shapes` reads back to the same values.
-
-    Raises:
-        ValueError: an unknown family, or one that has no shapes-file key.
-    """
+def render_shapes_file(entries: Sequence[ModelShapes]) -> str:
+    """A shapes file in the packaged files' layout: the first entry's model key (also the file
+    name without `.toml`), description, block_shape and model type (none written when None),
+    then each entry's TP table, by TP size; each family's shapes are written under its key
+    (`FamilyShapes.shapes_key`) as its rows (`FamilyShapes.shape_row`), in the registry's
+    order. `load_shapes` reads it back to the same values."""
+    first = entries[0]
     lines = [
-        f"model = {_toml_string(model)}",
-        f"description = {_toml_string(description)}",
-        f"block_shape = [{int(block_shape[0])}, {int(block_shape[1])}]",
+        f"model = {_toml_string(first.model)}",
+        f"description = {_toml_string(first.description)}",
+        f"block_shape = [{int(first.block_shape[0])}, {int(first.block_shape[1])}]",
     ]
-    if model_type is not None:
-        lines.append(f"model_type = {_toml_string(model_type)}")
-    for tp in sorted(entries):
-        source, groups = entries[tp]
-        lines += ["", f"[tp.{int(tp)}]", f"source = {_toml_string(source)}"]
+    if first.model_type is not None:
+        lines.append(f"model_type = {_toml_string(first.model_type)}")
+    for entry in sorted(entries, key=lambda e: e.tp):
+        lines += ["", f"[tp.{int(entry.tp)}]", f"source = {_toml_string(entry.source)}"]
         for family in FAMILIES.values():
-            shapes = groups.get(family.name, ())
+            shapes = entry.groups.get(family.name, ())
             if shapes and family.shapes.shape_row is not None:
                 lines += [
                     f"{family.shapes.shapes_key} = [",
@@ -351,21 +325,19 @@ def save_shapes(
     if (resources.files("shapes") / f"{model}.toml").is_file():
         raise ValueError(f"--save: '{model}' is a packaged model; choose another name")
     unique = {name: tuple(dict.fromkeys(shapes)) for name, shapes in groups.items()}
-    entries: dict[int, tuple[str, Mapping[str, Sequence[Shape]]]] = {}
     folder = user_shapes_dir()
     path = folder / f"{model}.toml"
-    if path.is_file():
-        existing = _read(model)
+    entries = _read(model) if path.is_file() else {}
+    for existing in list(entries.values())[:1]:
         if existing.block_shape != tuple(block_shape):
             raise ValueError(
                 f"{path}: has block_shape {list(existing.block_shape)}, the new "
                 f"shapes {list(block_shape)}; save them under another name"
             )
-        entries.update(existing.entries)
         description = description or existing.description
         model_type = model_type or existing.model_type
-    entries[int(tp)] = (source, unique)
-    text = render_shapes_file(model, description, block_shape, entries, model_type)
+    new = ModelShapes(model, description, tp, block_shape, source, unique, model_type)
+    text = render_shapes_file([new, *(e for size, e in entries.items() if size != tp)])
     _parse(tomllib.loads(text), str(path), model)  # what we write must load back
     folder.mkdir(parents=True, exist_ok=True)
     temporary = folder / f".{model}.toml.part-{os.getpid()}"  # renamed whole into place

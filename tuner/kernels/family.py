@@ -1,6 +1,6 @@
 """The seam a kernel family plugs into: the tensors of one problem (`Workload`) and what the
 family provides (`KernelFamily`: its kernel and search space, with its facts grouped by concern
-in `FamilyFiles`, `FamilyShapes`, `FamilyReport`, `VllmServing` and `VllmLogLine`); the shape
+in `FamilyFiles`, `FamilyShapes`, `FamilyReport` and `VllmLogLine`); the shape
 it is tuned for is `tuner.kernels.shape`'s. The run, search, measurement and merge code reach a
 family only through these; `tuner.kernels.registry` names them.
 
@@ -104,23 +104,6 @@ def parse_block_fp8_name(
 
 
 @dataclass(frozen=True)
-class VllmServing:
-    """How vLLM serves a family's layers: what `tuner doctor` says of it, from the tuner's
-    table of vLLM; the hook takes and gives `tuner.kernels.serving`'s records.
-
-    Attributes:
-        label: how lines name the family's kernels, e.g. "dense".
-        advice: (`tuner.kernels.serving.Diagnosis`, `tuner.kernels.serving.Asked`) -> None:
-            doctor's lines on what vLLM runs for the family on the architecture and whether it
-            reads the family's files; it appends the family's name to `Diagnosis.helps` when
-            it does.
-    """
-
-    label: str
-    advice: Callable[[Any, Any], None] | None = None
-
-
-@dataclass(frozen=True)
 class VllmLogLine:
     """The warning an engine logs, once per process, when it finds no config file of the
     family (`tuner.inputs.logs` reads server logs for them).
@@ -181,9 +164,6 @@ class FamilyFiles:
             not one of the family's names.
         file_triton_version: the family's files carry `"triton_version"` (vLLM's MoE loader
             drops the key; its dense loader would choke on it).
-        file_name_start: how each of the family's file names starts (e.g. "N=" dense, "E="
-            MoE); `tuner.kernels.registry.family_of_file` raises this family's parse error for
-            a name so started that no family parses.
         file_device: device_name -> the device part vLLM puts in the family's file names
             (default: the key itself).
         respell_file_name: (name, engine, device_name or None) -> the name as the engine
@@ -198,7 +178,6 @@ class FamilyFiles:
     file_name: Callable[[Shape, str, str], str]
     parse_file_name: Callable[[str], tuple[Shape, str, str]]
     file_triton_version: bool = False
-    file_name_start: str = ""
     file_device: Callable[[str], str] = lambda device_name: device_name
     respell_file_name: Callable[[str, str, str | None], str] | None = None
     engine_folders: tuple[EngineFolder, ...] = ()
@@ -276,8 +255,6 @@ class KernelFamily:
         kernel_module: dotted name of the module holding the Triton kernel.
         kernel_function: the kernel's name there; its source text is the kernel hash that
             winners must match (`tuner.files.provenance`).
-        compile_modules: dotted names of the modules whose bytes key the compile cache (the
-            kernel and its launch specialization).
         space: vLLM's tuning grid for the family, in its tuning script's order.
         why_invalid: (config, shape) -> the first static constraint the config breaks, or None.
         default_config: (shape, M) -> the config vLLM runs at M when no file exists.
@@ -285,16 +262,16 @@ class KernelFamily:
         workload: (shape, M, *, seed, device) -> the `Workload` of one problem (imports torch).
         compile_for_target: (config, arch, *, shape, M, out_dtype) -> Triton's CompiledKernel,
             specialized as a launch is, without a GPU (imports triton).
-        specialization: (shape, M) -> a short string that differs exactly when a launch
-            compiles to a different binary (it keys the compile cache).
         vllm: where the installed vLLM keeps this family's kernel and the workload that
             launches it as vLLM does; None when vLLM has no such kernel.
         shapes: how a model's shapes file lists its shapes and how they become sweeps
             (`FamilyShapes`; default: in no shapes file, one sweep for all).
         report: how labels, notes and the report name its shapes (`FamilyReport`; default:
             generic labels, no roofline).
-        serving: what `tuner doctor` says of the family
-            (`VllmServing`); None: doctor says nothing of it.
+        advice: what `tuner doctor` says of the family: (`tuner.kernels.serving.Diagnosis`,
+            `tuner.kernels.serving.Asked`) -> None, lines on what vLLM runs for the family on
+            the architecture and whether it reads the family's files, appending the family's
+            name to `Diagnosis.helps` when it does; None: doctor says nothing of it.
         log_line: the warning a server logs when the family's file is missing
             (`VllmLogLine`); None: logs are not read for the family.
     """
@@ -303,14 +280,12 @@ class KernelFamily:
     title: str
     kernel_module: str
     kernel_function: str
-    compile_modules: tuple[str, ...]
     space: Callable[[], list[KernelConfig]]
     why_invalid: Callable[[KernelConfig, Shape], str | None]
     default_config: Callable[[Shape, int], KernelConfig]
     files: FamilyFiles
     workload: Callable[..., Workload]
     compile_for_target: Callable[..., Any]
-    specialization: Callable[[Shape, int], str]
     vllm: VllmKernel | None = None
     # Model shapes and planning (tuner.inputs.shapes, tuner.run.plan)
     shapes: FamilyShapes = FamilyShapes()
@@ -341,8 +316,8 @@ class KernelFamily:
             return self.report.brief_shape(shape)
         return f"N={shape.N} K={shape.K}"
 
-    # Doctor, verify and import (tuner.compare.doctor).
-    serving: VllmServing | None = None
+    # Doctor, verify and import (tuner.cli.doctor).
+    advice: Callable[[Any, Any], None] | None = None
     # vLLM log lines (tuner.inputs.logs)
     log_line: VllmLogLine | None = None
 

@@ -17,7 +17,7 @@ from db import repo
 from db.repo import TrialTimeRow
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
-from tuner.kernels.shape import FamilyShape, Shape, as_block_shape, store_columns
+from tuner.kernels.shape import Shape, as_block_shape, store_columns
 
 
 def space_name(configs: Sequence[KernelConfig] | None, replay: str | None, kernel: str = "") -> str:
@@ -99,11 +99,6 @@ class SweepRequest:
         return get_family(self.family).space()
 
     @property
-    def space_name(self) -> str:
-        """The sweep's config space name (see `space_name`)."""
-        return space_name(self.configs, self.replay, self.kernel_label)
-
-    @property
     def budget(self) -> int:
         """Trials per task as stored on the sweep: the whole space plus the default for grid,
         `trials` for optuna."""
@@ -117,7 +112,7 @@ class SweepRequest:
             tp=self.tp,
             strategy=self.strategy,
             budget=self.budget,
-            space=self.space_name,
+            space=space_name(self.configs, self.replay, self.kernel_label),
             seed=self.seed,
             m_values=list(self.m_values),
             out_dtype=self.out_dtype,
@@ -127,14 +122,10 @@ class SweepRequest:
             family_in_key=get_family(self.family).shapes.sweep_key_has_family,
         )
 
-    def key(self, N: int, K: int) -> FamilyShape:
-        """The family and shape of the sweep's tasks at (N, K)."""
-        return FamilyShape(self.family, Shape(N, K, as_block_shape(self.block_shape), self.params))
-
     def trials_per_task(self) -> int:
         """Distinct configs each task measures: the budget, plus the default if outside it (the
         progress bar's total; a family whose default changes with M counts the first M's)."""
-        shape = self.key(*self.shapes[0]).shape
+        shape = Shape(*self.shapes[0], as_block_shape(self.block_shape), self.params)
         default = get_family(self.family).default_config(shape, self.m_values[0])
         return trial_cap(self.budget, self.space, default)
 
@@ -193,10 +184,6 @@ def model_requests(model_shapes, **common) -> list[tuple[SweepRequest, str]]:
 # report (about 37 s a trial for qwen3.8-27b at M=1) and the README's `tiny` sweep.
 INTERPRETER_TRIAL_S = 0.7
 INTERPRETER_S_PER_WORK = 0.1 / (512 * 1024)
-# Seconds one config may take before its worker is killed (--trial-timeout), per runner;
-# TRIAL_TIMEOUT_S_GPU for a GPU.
-TRIAL_TIMEOUT_S = {"interpreter": 1800.0, "replay": 60.0}
-TRIAL_TIMEOUT_S_GPU = 300.0
 
 
 def default_trial_s(runner_name: str, N: int, K: int, M: int, reps: int = 3) -> float:

@@ -8,7 +8,7 @@ config in flight for longer than the trial timeout gets its worker killed and is
 worker process that continues the task. A worker killed from outside (SIGKILL, SIGTERM, SIGINT,
 SIGHUP: a person, the OOM killer, a container stop) is not the config's fault: its trial in
 flight is lost and measured again. Only deaths this supervisor observes count: when the
-supervisor itself is killed its workers hand their tasks back and exit (worker `_ParentWatch`),
+supervisor itself is killed its workers hand their tasks back and exit (`_Worker.watch_parent`),
 and nothing is recorded against their configs.
 """
 
@@ -21,7 +21,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
@@ -117,24 +117,10 @@ class _Slot:
     overdue_config: dict[str, int] | None = None
 
 
-@dataclass(frozen=True)
-class SupervisorReport:
-    """What happened to the workers of one run: restarts, trials recorded as crashed and timed
-    out, the slots given up, and the counters of `WorkerShared` summed over its processes
-    (trials stored and reused from other sweeps, seconds spent measuring and compiling)."""
-
-    restarts: int
-    crashed: int
-    timeouts: int
-    given_up: tuple[str, ...]
-    trials_stored: int = 0
-    trials_reused: int = 0
-    measure_s: float = 0.0
-    compile_s: float = 0.0
-
-
 class Supervisor:
-    """Runs worker processes (spawn) and keeps them going until no task in their scope is left.
+    """Runs worker processes (spawn) and keeps them going until no task in their scope is left;
+    then says what happened (`restarts`, trials recorded as `crashed` and `timeouts`, the slots
+    `given_up`, and `total` of the counters of `WorkerShared`).
 
     Args:
         store: the store (its Engine).
@@ -161,8 +147,13 @@ class Supervisor:
         self.restarts = self.crashed = self.timeouts = 0
         self.given_up: list[str] = []
 
-    def run(self, on_tick: Callable[[], None] = lambda: None) -> SupervisorReport:
-        """Start every slot and wait until all workers have exited for good.
+    def total(self, counter: str) -> float:
+        """A `WorkerShared` counter ("trials_stored", "measure_s", ...) summed over the
+        processes this supervisor started."""
+        return sum(getattr(shared, counter).value for shared in self.shared)
+
+    def run(self, on_tick: Callable[[], None] = lambda: None) -> Supervisor:
+        """Start every slot and wait until all workers have exited for good; itself.
 
         SIGTERM is handled as Ctrl-C while this runs: the workers are stopped and their tasks
         handed back, then `Terminated` (a KeyboardInterrupt) propagates. A store that stays
@@ -172,9 +163,6 @@ class Supervisor:
 
         Args:
             on_tick: called about every POLL_S seconds (progress display).
-
-        Returns:
-            Counts of failures, restarts, crashed and timed-out trials, and given-up slots.
 
         Raises:
             KeyboardInterrupt: Ctrl-C; `Terminated`, its subclass, for SIGTERM.
@@ -190,7 +178,7 @@ class Supervisor:
                 time.sleep(POLL_S)
                 try:
                     on_tick()
-                    self._poll(live)
+                    live = [slot for slot in live if self._poll(slot)]
                     outage.ok()
                 except (DBAPIError, PoolTimeoutError) as exc:  # down or busy: next tick
                     if outage.failed(exc):
@@ -203,39 +191,32 @@ class Supervisor:
             raise
         finally:
             signal.signal(signal.SIGTERM, previous)
-        counters = [f.name for f in fields(SupervisorReport)][4:]
-        sums = {name: sum(getattr(one, name).value for one in self.shared) for name in counters}
-        given_up = tuple(self.given_up)
-        return SupervisorReport(self.restarts, self.crashed, self.timeouts, given_up, **sums)
+        return self
 
-    def _poll(self, live: list[_Slot]) -> None:
-        """Kill the overdue workers, account for those that exited, drop the finished slots."""
+    def _poll(self, slot: _Slot) -> bool:
+        """Kill the worker if overdue, account for it if it exited; False once the slot is
+        finished."""
+        assert slot.process and slot.shared and slot.spec
+        entry = slot.shared.in_flight()
         deadline = time.time() - self.trial_timeout_s
-        for slot in list(live):
-            assert slot.process and slot.shared and slot.spec
-            entry = slot.shared.in_flight()
-            if entry is not None and entry.since < deadline and slot.process.is_alive():
-                slot.overdue_config = entry.config
-                slot.process.kill()
-                slot.process.join()
-            if slot.process.is_alive():
-                continue
-            if slot.process.exitcode == EXIT_STORE:  # its line is in its log
-                log = worker_log_path(slot.spec.worker_id)
-                raise StoreUnavailable(log.read_text() if log.exists() else "the store is down")
-            if not self._handle_exit(slot):
-                live.remove(slot)
+        if entry is not None and entry.since < deadline and slot.process.is_alive():
+            slot.overdue_config = entry.config
+            slot.process.kill()
+            slot.process.join()
+        if slot.process.is_alive():
+            return True
+        if slot.process.exitcode == EXIT_STORE:  # its line is in its log
+            log = worker_log_path(slot.spec.worker_id)
+            raise StoreUnavailable(log.read_text() if log.exists() else "the store is down")
+        return self._handle_exit(slot)
 
     def _start(self, slot: _Slot) -> None:
         # host:supervisor pid:device:random suffix, e.g. gpu7:4242:0:1f2e3d4c
-        device = slot.template.visible_device or "cpu"
-        worker_id = f"{socket.gethostname()}:{os.getpid()}:{device}:{uuid.uuid4().hex[:8]}"
+        worker_id = f"{socket.gethostname()}:{os.getpid()}:{slot.label}:{uuid.uuid4().hex[:8]}"
         spec = replace(slot.template, worker_id=worker_id, parent_pid=os.getpid())
         slot.spec, slot.shared, slot.overdue_config = spec, WorkerShared(self.context), None
         self.shared.append(slot.shared)
-        slot.process = self.context.Process(
-            target=worker_main, args=(spec, slot.shared), daemon=False
-        )
+        slot.process = self.context.Process(target=worker_main, args=(spec, slot.shared))
         self.worker_ids.append(spec.worker_id)
         slot.process.start()
 
@@ -268,7 +249,18 @@ class Supervisor:
             )
         progressed = blamed or slot.shared.trials_stored.value > 0 or exitcode == EXIT_RESTART
         slot.idle_deaths = 0 if progressed else slot.idle_deaths + 1
-        return bool(unfinished) and self._restart(slot)
+        if not unfinished:
+            return False
+        if slot.idle_deaths >= MAX_IDLE_RESTARTS:
+            self.given_up.append(slot.label)
+            self.on_event(
+                f"worker {slot.label} died {slot.idle_deaths} times in a row without "
+                "storing a trial; giving up on it"
+            )
+            return False
+        self.restarts += 1
+        self._start(slot)
+        return True
 
     def _record_exit(
         self, slot: _Slot, status: TrialStatus | None, error: str | None
@@ -278,11 +270,7 @@ class Supervisor:
         count the unfinished tasks; (the in-flight entry recorded or None, that count)."""
         assert slot.spec is not None and slot.shared is not None
         spec, entry = slot.spec, slot.shared.in_flight()
-        if (
-            status is TrialStatus.TIMEOUT
-            and entry is not None
-            and entry.config != slot.overdue_config
-        ):
+        if status is TrialStatus.TIMEOUT and entry and entry.config != slot.overdue_config:
             entry = None  # it finished that config just before the kill
         environment_id = slot.shared.environment_id.value
         with session_scope(self.store) as session:
@@ -306,24 +294,9 @@ class Supervisor:
             unfinished = repo.unfinished_tasks(session, **spec.scope)
         return entry, unfinished
 
-    def _restart(self, slot: _Slot) -> bool:
-        """Start a fresh worker in the slot, unless it died `MAX_IDLE_RESTARTS` times in a row
-        without storing a trial (then give up on it). True if restarted."""
-        if slot.idle_deaths >= MAX_IDLE_RESTARTS:
-            self.given_up.append(slot.label)
-            self.on_event(
-                f"worker {slot.label} died {slot.idle_deaths} times in a row without "
-                "storing a trial; giving up on it"
-            )
-            return False
-        self.restarts += 1
-        self._start(slot)
-        return True
-
     def _stop_all(self) -> None:
         """Stop every worker and hand their tasks back, if the store answers within a few
         seconds (else the leases expire: `lease_s` after the last heartbeat)."""
-
         running = [slot.process for slot in self.slots if slot.process is not None]
         for process in running:
             if process.is_alive():

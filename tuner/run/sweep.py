@@ -7,7 +7,6 @@ import os
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -24,12 +23,17 @@ from db import repo
 from db.repo import retry_store, session_scope
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.run.plan import TRIAL_TIMEOUT_S, TRIAL_TIMEOUT_S_GPU, SweepRequest
-from tuner.run.supervisor import Supervisor, SupervisorReport, first_line
+from tuner.run.plan import SweepRequest
+from tuner.run.supervisor import Supervisor, first_line
 from tuner.run.worker import WorkerSpec
 
 if TYPE_CHECKING:
-    from tuner.measure.runners import Runner
+    from tuner.measure.runner import Runner
+
+# Seconds one config may take before its worker is killed (--trial-timeout), per runner;
+# TRIAL_TIMEOUT_S_GPU for a GPU.
+TRIAL_TIMEOUT_S = {"interpreter": 1800.0, "replay": 60.0}
+TRIAL_TIMEOUT_S_GPU = 300.0
 
 
 def progress_columns(unit: str) -> tuple:
@@ -46,76 +50,44 @@ def progress_columns(unit: str) -> tuple:
     )
 
 
-def worker_specs(
+def supervisor(
+    store,
     db_url: str,
     *,
     runner: Runner,
     visible_devices: Sequence[str | None],
     configs: Sequence[KernelConfig] | None,
-    sweep_id: int | None,
-    device_name: str | None = None,
-    space: str | None = None,
     kernel: str = "builtin",
-) -> list[WorkerSpec]:
-    """One worker template per visible device, in their order (the supervisor names each
-    process it starts).
-
-    Args:
-        db_url: the store's URL.
-        runner: how the workers measure (`tuner.measure.runners.make_runner`).
-        visible_devices: CUDA_VISIBLE_DEVICES values (None: one CPU worker).
-        configs: explicit candidates, or None for vLLM's space.
-        sweep_id: claim only this sweep's tasks; None for every sweep in scope.
-        device_name: claim only tasks of sweeps on this device; None for any.
-        space: claim only tasks of sweeps over this config space; None for any.
-        kernel: "builtin" or "vllm": whose kernels the workers time.
+    trial_timeout_s: float | None = None,
+    on_event=print,
+    **scope,
+) -> Supervisor:
+    """The `Supervisor` of one worker per visible device (CUDA_VISIBLE_DEVICES values, None:
+    one CPU worker), measuring with `runner` the candidates `configs` (None: the sweep's
+    space) of `kernel` ("builtin" or "vllm"), killing a config after `trial_timeout_s` (None:
+    the runner's `TRIAL_TIMEOUT_S`), claiming tasks in `scope` (sweep_id, and optionally
+    device_name and space, as `WorkerSpec` takes them).
 
     A GPU runner's workers get the CPU count less one per GPU, shared between them, as
     compile processes (at least one each).
     """
     gpus = max(1, len(visible_devices))
     compile_workers = max(1, ((os.cpu_count() or 2) - gpus) // gpus) if runner.on_gpu else 0
-    return [
+    specs = [
         WorkerSpec(
             db_url=db_url,
-            sweep_id=sweep_id,
             worker_id="",
             runner=runner,
             visible_device=device,
             configs=None if configs is None else tuple(configs),
-            device_name=device_name,
-            space=space,
             kernel=kernel,
             compile_workers=compile_workers,
+            **scope,
         )
         for device in visible_devices
     ]
-
-
-def supervisor(store, specs: list[WorkerSpec], trial_timeout_s: float | None, on_event):
-    """The `Supervisor` of these workers, with `trial_timeout_s` or their runner's default
-    (`TRIAL_TIMEOUT_S`: 300 s on CUDA, 1800 s on the interpreter, 60 s replaying)."""
-    default_s = TRIAL_TIMEOUT_S.get(specs[0].runner.name, TRIAL_TIMEOUT_S_GPU)
-    timeout_s = trial_timeout_s or default_s
+    timeout_s = trial_timeout_s or TRIAL_TIMEOUT_S.get(runner.name, TRIAL_TIMEOUT_S_GPU)
     return Supervisor(store, specs, trial_timeout_s=timeout_s, on_event=on_event)
-
-
-@dataclass(frozen=True)
-class SweepSummary:
-    """Outcome of one `tuner sweep` run: the sweep's progress in the store before and after
-    (`db.repo.SweepProgress`), what the supervisor saw, and the wall-clock seconds."""
-
-    sweep_id: int
-    before: repo.SweepProgress
-    now: repo.SweepProgress
-    report: SupervisorReport
-    wall_s: float
-
-
-def _progress(store, sweep_id: int):
-    """The sweep's `db.repo.sweep_progress`, read in a session of its own."""
-    with session_scope(store) as session:
-        return repo.sweep_progress(session, sweep_id=sweep_id)
 
 
 def run_workers(
@@ -128,26 +100,16 @@ def run_workers(
     visible_devices: Sequence[str | None],
     console=None,
     trial_timeout_s: float | None = None,
-) -> SweepSummary:
-    """Start one spawned worker per visible device (`visible_devices`: CUDA_VISIBLE_DEVICES
-    values, None for one CPU worker) measuring with `runner` for the planned sweep `sweep_id`
-    of `request` in `store` (at `db_url`), and wait, drawing a progress bar on `console`. A
-    worker that dies is restarted while tasks remain (a crash or hang, past `trial_timeout_s`
-    or the runner's default, is recorded against the config in flight).
+) -> tuple[repo.SweepProgress, list[str]]:
+    """Run the planned sweep `sweep_id` of `request` in `store` (at `db_url`) with the workers
+    of `supervisor`, drawing a progress bar on `console`; (the sweep's progress in the store
+    now, the closing lines: `summary_lines`).
 
     Raises:
         KeyboardInterrupt: Ctrl-C or SIGTERM; the tasks were handed back.
         db.connection.StoreUnavailable: the store stayed unavailable past its deadline; the
             workers were stopped, their tasks handed back where the store allowed.
     """
-    specs = worker_specs(
-        db_url,
-        runner=runner,
-        visible_devices=visible_devices,
-        configs=request.configs,
-        sweep_id=sweep_id,
-        kernel=request.kernel,
-    )
     start = time.perf_counter()
     read_progress = partial(_progress, store, sweep_id)  # its errors: the supervisor's to bound
     before = retry_store(read_progress, url=db_url, deadline_s=10.0)
@@ -163,10 +125,26 @@ def run_workers(
         def event(line: str) -> None:
             bar.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
-        report = supervisor(store, specs, trial_timeout_s, event).run(tick)
+        workers = supervisor(
+            store,
+            db_url,
+            runner=runner,
+            visible_devices=visible_devices,
+            configs=request.configs,
+            kernel=request.kernel,
+            trial_timeout_s=trial_timeout_s,
+            on_event=event,
+            sweep_id=sweep_id,
+        ).run(tick)
         now = retry_store(read_progress, url=db_url, deadline_s=10.0)
         tick(now)
-    return SweepSummary(sweep_id, before, now, report, time.perf_counter() - start)
+    wall_s = time.perf_counter() - start
+    return now, summary_lines(sweep_id, before, now, workers, wall_s)
+
+
+def _progress(store, sweep_id: int) -> repo.SweepProgress:
+    with session_scope(store) as session:
+        return repo.sweep_progress(session, sweep_id=sweep_id)
 
 
 def commonest_failure(store, sweep_id: int) -> str:
@@ -204,59 +182,24 @@ def commonest_failure(store, sweep_id: int) -> str:
     return f"no trial of {len(trials)} ok"
 
 
-def summary_lines(summary: SweepSummary) -> list[str]:
+def summary_lines(sweep_id: int, before, now, workers: Supervisor, wall_s: float) -> list[str]:
     """The closing lines of a sweep run: tasks and trials (this run's own: another command on
-    the same sweep stores trials meanwhile), then where the time went, e.g. `compile 80.0 s,
-    measure 300.2 s, wall 320.5 s`."""
-    now, report, wall_s = summary.now, summary.report, summary.wall_s
-    run_now = report.trials_stored + report.crashed + report.timeouts
-    by_others = now.trials_total - summary.before.trials_total - run_now - report.trials_reused
-    counts = [(report.crashed, "crashed"), (report.timeouts, "timed out")]
-    elsewhere = [(report.trials_reused, "reused from other sweeps")]
-    elsewhere.append((max(0, by_others), "run by other workers"))
+    the same sweep stores trials meanwhile, `before` and `now` its progress), then where the
+    time went, e.g. `compile 80.0 s, measure 300.2 s, wall 320.5 s`."""
+    reused = int(workers.total("trials_reused"))
+    run_now = int(workers.total("trials_stored")) + workers.crashed + workers.timeouts
+    by_others = now.trials_total - before.trials_total - run_now - reused
+    counts = [(workers.crashed, "crashed"), (workers.timeouts, "timed out")]
+    elsewhere = [(reused, "reused from other sweeps"), (max(0, by_others), "run by other workers")]
+    compile_s, measure_s = workers.total("compile_s"), workers.total("measure_s")
     return [
-        f"sweep {summary.sweep_id}: {now.tasks_done}/{now.tasks_total} tasks done, "
+        f"sweep {sweep_id}: {now.tasks_done}/{now.tasks_total} tasks done, "
         f"{now.tasks_failed} failed; {run_now} trials run now{_some(elsewhere)} "
         f"({now.trials_total} stored, {now.trials_ok} ok{_some(counts)})",
-        f"compile {report.compile_s:.1f} s, measure {report.measure_s:.1f} s, wall {wall_s:.1f} s",
+        f"compile {compile_s:.1f} s, measure {measure_s:.1f} s, wall {wall_s:.1f} s",
     ]
 
 
 def _some(counts: list[tuple[int, str]]) -> str:
     """ ", 2 crashed, 1 timed out": the counts that are not 0."""
     return "".join(f", {n} {what}" for n, what in counts if n)
-
-
-def unfinished_in_scope(store, *, sweep_id: int | None, device_name: str, space: str) -> int:
-    """The unfinished tasks a worker with this scope would claim (`tuner worker`).
-
-    Args:
-        store: the store (its Engine).
-        sweep_id: only this sweep's tasks; None for every sweep on the device.
-        device_name: vLLM's device key of the worker's GPUs.
-        space: the worker's config space (`tuner.run.plan.space_name`).
-
-    Returns:
-        Pending and running tasks in scope.
-
-    Raises:
-        LookupError: `sweep_id` names no sweep.
-        ValueError: the sweep is on another device or over another config space (one line).
-    """
-
-    with session_scope(store) as session:
-        if sweep_id is not None:
-            info = repo.get_sweep(session, sweep_id=sweep_id)
-            if info is None:
-                raise LookupError(sweep_id)
-            if info.device_name != device_name:
-                raise ValueError(f"sweep {sweep_id} is for {info.device_name}, not {device_name}")
-            if info.space != space:
-                raise ValueError(
-                    f"sweep {sweep_id} searches config space {info.space}, this "
-                    f"worker {space}: pass the --configs/--replay file and "
-                    "--kernel the sweep was made with"
-                )
-        return repo.unfinished_tasks(
-            session, sweep_id=sweep_id, device_name=device_name, space=space
-        )

@@ -1,12 +1,14 @@
 """What a worker process does and needs: its spec (picklable for spawn), the memory it shares
-with its supervisor, the lease of its claimed task, the search of that task, and its claim loop.
+with its supervisor, the lease of its claimed task, its compile pool (CUDA), the search of that
+task, and its claim loop.
 
 Before measuring a config the worker marks it in flight in the memory it shares with its
 supervisor (`WorkerShared.mark_in_flight`) and clears the mark once the trial is stored; the
 supervisor (tuner.run.supervisor) reads the mark when the worker dies or hangs and records that
-config as crashed or timed out. Whether the worker still holds its task is kept by its lease's
-heartbeat (`Lease`), so a trial costs one store transaction: its record. torch and triton are
-imported inside the worker process, after the runner set its environment (`Runner.pin`).
+config as crashed or timed out, and hands the worker's task back whenever it exits. Whether the
+worker still holds its task is kept by its lease's heartbeat (`Lease`), so a trial costs one
+store transaction: its record. torch and triton are imported inside the worker process, after
+the runner set its environment (`Runner.pin`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import threading
 import time
 import traceback
 import zlib
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,20 +35,20 @@ from db import repo
 from db.repo import StoreUnavailable, connect, describe_store_error, retry_store, session_scope
 from tuner.core import CONFIG_KEYS, TrialStatus
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.gpus import MAX_SHARED_BYTES
 from tuner.kernels.registry import get_family
 from tuner.kernels.shape import FamilyShape
+from tuner.measure.compile import CompileJob, compile_job, compile_pool, launch_problem
 from tuner.measure.noise import RETIME_ROUNDS, decide_winner, retime_interleaved, select_for_retime
 from tuner.measure.runner import Problem
 from tuner.measure.trial import TrialResult
-from tuner.run.compile_gate import WorkerCompiler
 from tuner.run.plan import trial_cap
 from tuner.search.registry import get_strategy
 from tuner.search.warm_start import related as related_timings
 from tuner.search.warm_start import warm_start_for_task
 
 if TYPE_CHECKING:
-    from tuner.measure.runners import ProblemRunner, Runner
-    from tuner.run.compile_gate import CompileGate
+    from tuner.measure.runner import ProblemRunner, Runner
 
 # Exit codes of a worker besides 0 (no task left) and 130 (Ctrl-C).
 EXIT_PARENT_GONE = 3  # its supervisor died; it handed its task back
@@ -84,7 +88,8 @@ class TaskLost(Exception):
 
 
 class ContextLost(Exception):
-    """A config crashed on CUDA: the context may be unusable, so the process must restart."""
+    """A config crashed on CUDA (or a task failed there): the context may be unusable, so the
+    process must restart (EXIT_RESTART)."""
 
 
 class _BudgetSpent(Exception):
@@ -99,7 +104,7 @@ class WorkerSpec:
         db_url: SQLAlchemy URL of the store.
         sweep_id: the sweep whose tasks to claim; None for any sweep in scope.
         worker_id: unique name, stored on the tasks it claims.
-        runner: how it measures (`tuner.measure.runners`: a GPU, the interpreter, a replay).
+        runner: how it measures (`tuner.measure.runner`: a GPU, the interpreter, a replay).
         visible_device: CUDA_VISIBLE_DEVICES value that pins the worker to one GPU (a GPU
             runner's only).
         configs: explicit candidate list, or None for the sweep's named space.
@@ -171,26 +176,24 @@ class WorkerShared:
         self._flight = context.Array("q", 12, lock=False)
         self._since = context.Value("d", 0.0, lock=False)
 
-    def mark_in_flight(self, task, config: KernelConfig, is_default: bool) -> None:
-        """Say which config the worker starts measuring now (the worker's side; one writer).
+    def mark_in_flight(self, task, config: KernelConfig | None, is_default: bool = False) -> None:
+        """Say which config the worker starts measuring now (the worker's side; one writer);
+        None: no config is being measured any more (its trial is stored, or was given up).
 
         Args:
             task: the claimed task (its task_id, N, K, M).
-            config: the config.
+            config: the config, or None.
             is_default: the config is vLLM's default at the task's M.
         """
         flight = self._flight
         flight[0] += 1
-        nkm = (task.N, task.K, task.M)
-        flight[1:12] = [task.task_id, *nkm, *config.as_dict().values(), int(is_default)]
-        self._since.value = time.time()
+        if config is None:
+            flight[1] = 0
+        else:
+            nkm = (task.N, task.K, task.M)
+            flight[1:12] = [task.task_id, *nkm, *config.as_dict().values(), int(is_default)]
+            self._since.value = time.time()
         flight[0] += 1
-
-    def clear_in_flight(self) -> None:
-        """No config is being measured any more (its trial is stored, or was given up)."""
-        self._flight[0] += 1
-        self._flight[1] = 0
-        self._flight[0] += 1
 
     def in_flight(self) -> InFlight | None:
         """The config the worker is measuring (the supervisor's side); None when there is
@@ -261,6 +264,84 @@ class Lease:
         return stopped
 
 
+class CompileAhead:
+    """A CUDA worker's compile pool, shared by its tasks: each task sends the configs its search
+    measures first whatever their results (`Strategy.planned`) when it starts, and asks for
+    each config before it is launched (`check`): a config not sent yet goes ahead of those still
+    waiting (they are sent again when asked). Each compile writes the binary to Triton's cache
+    under the key the measuring process's JIT computes for the same launch
+    (`tuner.kernels.target`), so the first launch loads instead of compiling.
+
+    A pool whose process died is `broken`: its configs are launched unpruned (Triton compiles
+    them in the measuring process, a compiler crash is recorded as crashed there) and the pool
+    is replaced when the task ends.
+
+    Args:
+        workers: processes of the pool.
+        arch: compute capability as an int (a key of MAX_SHARED_BYTES).
+        shared: the worker's `WorkerShared` (compile seconds are added to it).
+    """
+
+    def __init__(self, workers: int, arch: int, shared: WorkerShared) -> None:
+        self.workers, self.arch, self.shared = workers, arch, shared
+        self.pool = compile_pool(workers)
+        self.futures: dict[KernelConfig, Future] = {}
+        self.broken = False
+
+    @classmethod
+    def for_this_gpu(cls, workers: int, shared: WorkerShared) -> CompileAhead | None:
+        """The pool for the visible GPU, or None (with a line saying so) when its architecture
+        has no known resource limits (`tuner.kernels.gpus.MAX_SHARED_BYTES`): pruning would
+        then fail every task, so Triton compiles at first launch instead."""
+        import torch
+
+        major, minor = torch.cuda.get_device_capability()
+        arch = 10 * major + minor
+        if arch not in MAX_SHARED_BYTES:
+            print(f"no precompiling for sm{arch}: its resource limits are not known", flush=True)
+            return None
+        return cls(workers, arch, shared)
+
+    def start(self, problem: Problem, configs: list[KernelConfig]) -> None:
+        """Send a task's first configs (at `problem`'s launch) to the pool, in order."""
+        self.problem, self.futures = problem, {}
+        for config in configs:
+            self.submit(config)
+
+    def submit(self, config: KernelConfig) -> None:
+        problem = self.problem
+        launch = (problem.shape, problem.M, problem.out_dtype, problem.family)
+        try:
+            job = CompileJob(config, self.arch, *launch, need_info=False)
+            self.futures[config] = self.pool.submit(compile_job, job)
+        except RuntimeError:  # BrokenProcessPool, or a pool already shut down
+            self.broken = True
+
+    def check(self, config: KernelConfig) -> TrialResult | None:
+        """The out_of_resources or compile_error trial to record instead of launching `config`,
+        or None when it may be launched (or the pool cannot tell)."""
+        future = self.futures.get(config)
+        if not self.broken and (future is None or future.cancelled()):
+            for waiting in self.futures.values():
+                waiting.cancel()
+            self.submit(config)
+        try:
+            info = self.futures[config].result()
+        except Exception as exc:  # noqa: BLE001 - not sent, a dead process, a compile cancelled
+            self.broken = self.broken or isinstance(exc, BrokenProcessPool)
+            return None
+        self.shared.compile_s.value += info.compile_s
+        return launch_problem(info)
+
+    def end(self) -> None:
+        """Drop the task's compiles still waiting; replace the pool when it lost a process."""
+        for future in self.futures.values():
+            future.cancel()
+        if self.broken:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool, self.broken = compile_pool(self.workers), False
+
+
 class TaskRun:
     """One claimed task, searched in named steps (`run` calls them in order):
 
@@ -268,7 +349,7 @@ class TaskRun:
       tasks' trials known when its first trial was stored (the same on every resumption);
     - `plan`: the runner, vLLM's default config, the warm starts, the strategy and, for a
       resumed task, the cap on its trials (`trial_cap`);
-    - `open_gate`: compiles for the GPU what the search asks first, pruning what cannot launch;
+    - the compile pool (GPU runners) gets what the search asks first;
     - `evaluate` (the search's objective): measure one config, `record` its trial;
     - `decide`: re-time the finalists and store the config kept.
 
@@ -296,7 +377,7 @@ class TaskRun:
         environment_id: int,
         space=None,
         shared: WorkerShared | None = None,
-        compiler: WorkerCompiler | None = None,
+        compiler: CompileAhead | None = None,
         lease: Lease | None = None,
     ) -> None:
         self.store, self.spec, self.task = store, spec, task
@@ -306,14 +387,13 @@ class TaskRun:
         self.key = FamilyShape.of_row(task)  # the task's family and shape, read once
         self.lease = lease or Lease(store, task.task_id, spec.worker_id, spec.lease_s)
         self.done: dict = {}  # KernelConfig -> TrialResult, stored and new
-        self.gate: CompileGate | None = None
         self.runner: ProblemRunner
 
     def lost(self) -> TaskLost:
         return TaskLost(f"task {self.task.task_id} is no longer held by {self.spec.worker_id}")
 
     def run(self) -> None:
-        """Resume, plan, open the compile gate, search, decide.
+        """Resume, plan, start the compiles, search, decide.
 
         Raises:
             TaskLost: the task was taken from this worker; nothing more was recorded for it.
@@ -323,8 +403,10 @@ class TaskRun:
         self.plan(*self.resume())
         if self.compiler is not None:  # what the search asks first, whatever the results
             first = self.strategy.planned(space=self.space, seed=self.seed, warm_start=self.warm)
-            todo = [c for c in first[: self.task.budget] if c not in self.done]
-            self.gate = self.compiler.gate(self.problem, self.space, todo)
+            todo = [self.default, *first[: self.task.budget]]
+            self.compiler.start(
+                self.problem, [c for c in dict.fromkeys(todo) if c not in self.done]
+            )
         try:
             self.evaluate(self.default)  # the baseline of every task, whatever the strategy
             learns = {"related": self.related} if self.strategy.reads_related else {}
@@ -339,8 +421,8 @@ class TaskRun:
         except _BudgetSpent:
             pass
         finally:
-            if self.compiler is not None and self.gate is not None:
-                self.compiler.closed(self.gate, self.shared)
+            if self.compiler is not None:
+                self.compiler.end()
         self.decide()
 
     def resume(self) -> tuple[list, list]:
@@ -382,7 +464,7 @@ class TaskRun:
         """The space, problem, runner, default config, warm starts (from `known`, the store's
         winners), the related tasks' timings (from `related`, the store's trials), strategy
         and, for a resumed task, the trial cap."""
-        task, spec = self.task, self.spec
+        task = self.task
         family, shape = get_family(self.key.family), self.key.shape
         self.space = self.space or family.space()
         self.problem = Problem(
@@ -393,10 +475,10 @@ class TaskRun:
             task.out_dtype,
             family=family.name,
             params=shape.params,
-            kernel=spec.kernel,
+            kernel=self.spec.kernel,
         )
         self.seed = task_seed(task.seed, task.N, task.K, task.M)
-        self.runner = spec.runner.problem_runner(
+        self.runner = self.spec.runner.problem_runner(
             self.problem,
             task_id=task.task_id,
             seed=self.seed,
@@ -434,13 +516,13 @@ class TaskRun:
         is_default = config == self.default
         self.shared.mark_in_flight(self.task, config, is_default)
         try:
-            result = self.gate.before(config) if self.gate is not None else None
-            result = result or self.runner.evaluate(config)
-            if self.gate is not None:
-                self.gate.after(config, result)
-            self.record(config, result, is_default)
+            pruned = self.compiler.check(config) if self.compiler is not None else None
+            result = pruned or self.runner.evaluate(config)
+            self.store_fenced(
+                repo.record_trial, config=config.as_dict(), is_default=is_default, **asdict(result)
+            )
         finally:
-            self.shared.clear_in_flight()
+            self.shared.mark_in_flight(self.task, None)
         self.spec.runner.stored(self.task.task_id, config)
         self.shared.trials_stored.value += 1
         self.shared.measure_s.value += result.measure_s or 0.0
@@ -449,24 +531,23 @@ class TaskRun:
             raise ContextLost(result.error or "crashed")
         return result
 
-    def record(self, config: KernelConfig, result: TrialResult, is_default: bool) -> None:
-        """Store one trial in one transaction, fenced to this worker's hold on the task; a
-        failed store is retried with the result in hand (stored once: idempotent).
+    def store_fenced(self, write, **values: Any) -> None:
+        """`write(session, task_id=, worker_id=, environment_id=, **values)` in one transaction,
+        fenced to this worker's hold on the task; a failed store is retried with the values in
+        hand (`write` is idempotent).
 
         Raises:
             TaskLost: the task was taken from this worker; nothing was stored.
         """
 
         def step() -> bool:
-            with self.store.begin() as connection:  # the trial's one transaction
-                return repo.record_trial(
-                    connection,
+            with session_scope(self.store) as session:
+                return write(
+                    session,
                     task_id=self.task.task_id,
                     worker_id=self.spec.worker_id,
                     environment_id=self.environment_id,
-                    config=config.as_dict(),
-                    is_default=is_default,
-                    **asdict(result),
+                    **values,
                 )
 
         if not retry_store(step, url=self.spec.db_url):
@@ -486,29 +567,17 @@ class TaskRun:
             return
         with session_scope(self.store) as session:
             decided = repo.task_decision(session, task_id=self.task.task_id)
-        if decided is not None and {
-            KernelConfig.from_dict(r.config) for r in decided.retimes
-        } == set(finalists):
+            retimed = (
+                {KernelConfig.from_dict(r.config) for r in decided.retimes} if decided else set()
+            )
+        if retimed == set(finalists):
             return
         rounds = self.spec.runner.retime_rounds(RETIME_ROUNDS)
         retimes = retime_interleaved(self.runner.sample_us, finalists, rounds=rounds)
         decision = decide_winner(retimes, self.default)
         rows = [asdict(r) | {"is_default": r.config == self.default} for r in retimes]
-        kept = asdict(decision)  # the configs as vLLM's dicts, the runner-up's or None
-
-        def step() -> bool:
-            with session_scope(self.store) as session:
-                return repo.record_decision(
-                    session,
-                    task_id=self.task.task_id,
-                    worker_id=self.spec.worker_id,
-                    environment_id=self.environment_id,
-                    retimes=rows,
-                    decision=kept,
-                )
-
-        if not retry_store(step, url=self.spec.db_url):  # the re-timing survives an outage
-            raise self.lost()
+        # the configs as vLLM's dicts, the runner-up's or None; the re-timing survives an outage
+        self.store_fenced(repo.record_decision, retimes=rows, decision=asdict(decision))
 
 
 def run_task(*args: Any, **kwargs: Any) -> None:
@@ -525,11 +594,11 @@ def run_task(*args: Any, **kwargs: Any) -> None:
 def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
     """Entry point of a worker process: let its runner set the process's environment
     (`Runner.pin`) before torch and triton are imported, then claim and run tasks until none
-    is left. Exits with EXIT_RESTART after a crashed trial on a GPU (a fresh process and CUDA
-    context for the rest of the task), with EXIT_STORE when the store stayed unreachable or
-    full past its deadline (its one line written to `worker_log_path(spec.worker_id)`, which
-    the supervisor reads), with 1 after an unexpected error, whose traceback goes to that file,
-    and with 130 on Ctrl-C.
+    is left. Exits with EXIT_RESTART after a crashed trial or a failed task on a GPU (a fresh
+    process and CUDA context for the rest; the supervisor hands the task back), with EXIT_STORE
+    when the store stayed unreachable or full past its deadline (its one line written to
+    `worker_log_path(spec.worker_id)`, which the supervisor reads), with 1 after an unexpected
+    error, whose traceback goes to that file, and with 130 on Ctrl-C.
 
     Args:
         spec: what to claim and how to measure.
@@ -537,9 +606,11 @@ def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
     """
     try:
         spec.runner.pin(spec.visible_device)
-        _Worker(spec, shared).claim_loop()
+        _Worker(spec, shared or WorkerShared(mp.get_context("spawn"))).claim_loop()
     except KeyboardInterrupt:  # Ctrl-C reaches the whole process group; the parent cleans up
         raise SystemExit(130) from None
+    except ContextLost:
+        raise SystemExit(EXIT_RESTART) from None
     except StoreUnavailable as exc:  # its line for the supervisor, in the worker's log
         worker_log_path(spec.worker_id).write_text(str(exc))
         raise SystemExit(EXIT_STORE) from None
@@ -551,11 +622,11 @@ def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
 
 
 class _Worker:
-    """One worker process: its setup (the store, its environment, the candidate space, the
+    """One worker process: its setup (the store, its environments, the candidate space, the
     compile pool, the watch on its supervisor) and its claim loop."""
 
-    def __init__(self, spec: WorkerSpec, shared: WorkerShared | None) -> None:
-        self.spec, self.shared = spec, shared or WorkerShared(mp.get_context("spawn"))
+    def __init__(self, spec: WorkerSpec, shared: WorkerShared) -> None:
+        self.spec, self.shared = spec, shared
         self.store = connect(spec.db_url)
         self.claim_lock = threading.Lock()
         if spec.parent_pid is not None:
@@ -566,7 +637,7 @@ class _Worker:
         self.space = None if spec.configs is None else list(spec.configs)
         self.compiler = None
         if spec.runner.on_gpu and spec.compile_workers > 0:
-            self.compiler = WorkerCompiler.for_this_gpu(spec.compile_workers)
+            self.compiler = CompileAhead.for_this_gpu(spec.compile_workers, shared)
 
     def watch_parent(self) -> None:
         """End the worker when its supervisor dies, its task handed back under the claim lock
@@ -599,7 +670,12 @@ class _Worker:
 
     def claim_loop(self) -> None:
         """Claim and run tasks until none is left in scope; wait out leases of tasks that
-        workers which may have died still hold."""
+        workers which may have died still hold.
+
+        Raises:
+            ContextLost: a crashed trial, or a failed task, on a GPU: a sticky CUDA error would
+                fail every later task of this process at once, so a fresh process takes them.
+        """
         spec, scope = self.spec, self.spec.scope
 
         def claim():
@@ -616,9 +692,10 @@ class _Worker:
                     return
                 time.sleep(min(5.0, spec.lease_s / 4))
                 continue
-            state, error = self.run_claimed(task)
-            if state is None:
+            error = self.run_claimed(task)
+            if error is TaskLost:
                 continue  # the task was taken from this worker: another worker has it now
+            state = repo.TaskState.DONE if error is None else repo.TaskState.FAILED
             self.in_session(
                 repo.finish_task,
                 task_id=task.task_id,
@@ -626,47 +703,37 @@ class _Worker:
                 state=state,
                 error=error,
             )
-            if state is repo.TaskState.FAILED and spec.runner.on_gpu:
-                # A sticky CUDA error raised outside a trial (re-timing, inputs) would fail every
-                # later task of this process at once: a fresh process takes the others.
-                raise SystemExit(EXIT_RESTART)
+            if error is not None and spec.runner.on_gpu:
+                raise ContextLost(error)
 
-    def run_claimed(self, task) -> tuple[repo.TaskState | None, str | None]:
+    def run_claimed(self, task) -> str | type[TaskLost] | None:
         """Run one claimed task under a heartbeat, again while the store has a transient
         outage (stored trials are not measured again), up to the store's deadline.
 
         Returns:
-            (DONE, None), (FAILED, the error's line), or (None, None) when the task was
-            taken from this worker.
+            None when done, the error's line when it failed, TaskLost when it was taken from
+            this worker.
 
         Raises:
-            SystemExit: EXIT_RESTART after a crashed trial on a GPU (the task handed back).
-            db.connection.StoreUnavailable: the store stayed down past its deadline (the task is
-                handed back where the store allows).
+            ContextLost: a crashed trial on a GPU.
+            db.connection.StoreUnavailable: the store stayed down past its deadline.
         """
         spec = self.spec
-        environment_id = self.environment_for(task.family)
         lease = Lease(self.store, task.task_id, spec.worker_id, spec.lease_s)
-        stopped = lease.heartbeat()
+        environment_id = self.environment_for(task.family)
         args = (self.store, spec, task, environment_id, self.space, self.shared, self.compiler)
+        stopped = lease.heartbeat()
         try:
             try:  # a store error is never the task's: the task is run again
                 retry_store(lambda: run_task(*args, lease), url=spec.db_url)
             except (DBAPIError, PoolTimeoutError) as exc:  # not transient
                 raise StoreUnavailable(describe_store_error(exc, spec.db_url)) from exc
-            return repo.TaskState.DONE, None
         except TaskLost:
-            return None, None
-        except ContextLost:
-            self.in_session(repo.release_tasks, worker_id=spec.worker_id)
-            raise SystemExit(EXIT_RESTART) from None
-        except StoreUnavailable:
-            try:  # hand the task back if the store answers within a few seconds
-                self.in_session(repo.release_tasks, deadline_s=5.0, worker_id=spec.worker_id)
-            except Exception:  # noqa: BLE001, S110 - best effort: the lease ends anyway
-                pass
+            return TaskLost
+        except (ContextLost, StoreUnavailable):
             raise
         except Exception as exc:  # noqa: BLE001 - the task is marked failed, the worker goes on
-            return repo.TaskState.FAILED, f"{type(exc).__name__}: {exc}"[:1000]
+            return f"{type(exc).__name__}: {exc}"[:1000]
         finally:
             stopped.set()
+        return None

@@ -17,7 +17,7 @@ History = list[tuple[KernelConfig, TrialResult]]
 # The ok trials of one earlier task of the device: (config, latency_us).
 TaskTimings = Sequence[tuple[KernelConfig, float]]
 # Outcomes known before a kernel is launched (a static constraint, the compiler, or the
-# compile-for-target check of tuner.run.compile_gate): no GPU time was measured for them.
+# compile-for-target check of tuner.run.worker.CompileAhead): no GPU time was measured for them.
 PRUNED = frozenset({TrialStatus.INVALID, TrialStatus.COMPILE_ERROR, TrialStatus.OUT_OF_RESOURCES})
 
 
@@ -58,7 +58,7 @@ class Strategy(Protocol):
         self, *, space: Sequence[KernelConfig], seed: int, warm_start: Sequence[KernelConfig] = ()
     ) -> list[KernelConfig]:
         """The configs `search` (same arguments) evaluates first whatever their results, in
-        order (what a compile pool can prepare before the GPU asks, `tuner.run.compile_gate`):
+        order (what a compile pool can prepare before the GPU asks, `run.worker.CompileAhead`):
         by default the warm starts that are in the space, each once."""
         allowed = frozenset(space)
         return [c for c in dict.fromkeys(warm_start) if c in allowed]

@@ -115,16 +115,11 @@ def with_tile(settings: KernelConfig, tile: KernelConfig) -> KernelConfig:
 
 
 @functools.lru_cache(maxsize=4)
-def encoded(space: tuple[KernelConfig, ...], axes: tuple[Axis, ...]) -> tuple[np.ndarray, ...]:
-    """The features of a space and its neighbour matrix, kept for the next task (a sweep
-    searches the same space for every task).
-
-    features: one 0/1 float64 row per config, one column per (axis, value) and one per pair
+def encoded(space: tuple[KernelConfig, ...], axes: tuple[Axis, ...]) -> np.ndarray:
+    """The features of a space, kept for the next task (a sweep searches the same space for
+    every task): one 0/1 float64 row per config, one column per (axis, value) and one per pair
     of values of two different axes (e.g. BLOCK_SIZE_N=128 with num_warps=8): 21 + 180 = 201
-    for vLLM's grid. adjacent[i, j]: config j is one or two axes from config i, each of those
-    axes one value up or down (any other value on a CATEGORICAL axis), as `neighbours(...,
-    pairs=True, categorical=CATEGORICAL)` yields them.
-    """
+    for vLLM's grid."""
     index = np.array(
         [[axis.values.index(getattr(config, axis.key)) for axis in axes] for config in space]
     ).reshape(len(space), len(axes))
@@ -135,13 +130,7 @@ def encoded(space: tuple[KernelConfig, ...], axes: tuple[Axis, ...]) -> tuple[np
             for va in range(len(axes[a].values))
             for vb in range(len(axes[b].values))
         ]
-    small = index.astype(np.int8)  # 1,280 x 1,280 x 6 steps
-    step = small[:, None, :] - small[None, :, :]
-    moved = step != 0
-    jumps = np.array([axis.key in CATEGORICAL for axis in axes])
-    changed = moved.sum(axis=2)
-    adjacent = (changed >= 1) & (changed <= 2) & ~(moved & (np.abs(step) != 1) & ~jumps).any(axis=2)
-    return np.stack(columns, axis=1).astype(np.float64), adjacent
+    return np.stack(columns, axis=1).astype(np.float64)
 
 
 def fit_prior(
@@ -182,7 +171,8 @@ class RidgeGuide:
     def __init__(self, configs: Sequence[KernelConfig], axes: Sequence[Axis]) -> None:
         self.configs = list(configs)
         self.row = {config: i for i, config in enumerate(self.configs)}
-        self.x, self.adjacent = encoded(tuple(self.configs), tuple(axes))
+        self.axes = axes
+        self.x = encoded(tuple(self.configs), tuple(axes))
         self.calls = 0
 
     def __call__(self, tracker: BudgetedEvaluate) -> KernelConfig | None:
@@ -206,8 +196,13 @@ class RidgeGuide:
         predicted = self.x @ (x.T @ alpha) + y.mean()
         candidates = ~measured
         if self.calls % 2 == 0:
-            top = [ok_rows[i] for i in np.argsort(y, kind="stable")[:LOCAL_TOP]]
-            local = candidates & self.adjacent[top].any(axis=0)
+            top = [self.configs[ok_rows[i]] for i in np.argsort(y, kind="stable")[:LOCAL_TOP]]
+            near = {
+                n
+                for c in top
+                for n in neighbours(c, self.axes, pairs=True, categorical=CATEGORICAL)
+            }
+            local = candidates & np.array([config in near for config in self.configs])
             if local.any():
                 candidates = local
         if not candidates.any():

@@ -12,13 +12,12 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.gpus import KNOWN_GPUS, MAX_SHARED_BYTES
 from tuner.kernels.vllm_table import (
     FP8_BLOCK_KERNELS,
+    MARLIN,
     arch_of,
-    block_kernel_order,
     deepgemm_refusal,
     table_dense_kernel,
 )
-from tuner.measure.compile import CompileInfo, launch_problem
-from tuner.measure.launch_check import device_arch
+from tuner.measure.compile import CompileInfo, device_arch, launch_problem
 
 PREFIX = "(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:30 [__init__.py:640] "
 
@@ -37,20 +36,14 @@ def test_per_architecture_lines() -> None:
     assert [arch_of(cc) for cc in capabilities] == ["sm89", "sm90", sm100, sm100, None, None, None]
 
 
-def test_humming_moves_ahead_of_marlin_on_sm90_only() -> None:
-    """The wheel's own list and capabilities: tests/engines/test_vllm_selection.py."""
-    listed = tuple(name for name, _ in FP8_BLOCK_KERNELS)
-    assert block_kernel_order(89) == block_kernel_order(None) == block_kernel_order(100) == listed
-    assert block_kernel_order(90) == (*listed[:4], listed[5], listed[4], *listed[6:])
-
-
 DEEPGEMM, CUTLASS = "DeepGemmFp8BlockScaledMMKernel", "CutlassFp8BlockScaledMMKernel"
 
 
-# sm90 with deepseek_v3 and sm89's Marlin: tests/tuner/compare/test_versus.py.
 @pytest.mark.parametrize(
     ("capability", "N", "K", "dtype", "model_type", "kernel"),
     [
+        (89, 7168, 18432, "bfloat16", None, MARLIN),
+        (0, 7168, 18432, "bfloat16", None, None),  # the interpreter's capability: none known
         (90, 7168, 18432, "bfloat16", None, DEEPGEMM),
         (90, 7168, 18432, "float16", None, CUTLASS),
         (90, 200, 256, "bfloat16", None, CUTLASS),
@@ -121,7 +114,7 @@ def test_a_new_architecture_is_a_row_of_known_gpus_and_one_of_shared_memory(monk
         "NVIDIA_B300 is sm100/sm120 (B300: compute capability 10.3, from the table of known GPUs)."
     )
     config = KernelConfig(64, 128, 128, 32, 4, 3)
-    over = CompileInfo(103, config, "spec", "bfloat16", 232449, 128, 0, 1.0)
+    over = CompileInfo(103, config, 232449, 128, 0, 1.0)
     assert launch_problem(over).error == (
         "pruned before launch: shared memory 232449 bytes > 232448 bytes per block on sm103"
     )

@@ -25,16 +25,14 @@ from db.models import ImportedFile, ReleaseFile, Sweep
 from tests.toyfamily.family import ENV, TOY, toy_shape
 from tests.tuner.compare.test_verify import FakeRunner
 from tuner.cli.app import app
-from tuner.compare.verify import PointResult, Verdict, verify_shape
+from tuner.compare.versus import PlannedShape, PointResult, Verdict, verify_shape
 from tuner.files.format import dump_config_file
 from tuner.files.mounts import MountRequest, release_request, render_mounts
 from tuner.inputs.shapes import ShapesFileError, load_shapes, render_shapes_file
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import VllmServing
 from tuner.kernels.registry import FAMILIES, family_of_file, respell_file_name
 from tuner.kernels.shape import Shape
-from tuner.measure.runner import KernelRunner, Problem
-from tuner.measure.runners import InterpreterRunner
+from tuner.measure.runner import InterpreterRunner, KernelRunner, Problem
 from tuner.measure.trial import TrialStatus
 from tuner.run.plan import model_requests
 from tuner.run.worker import WorkerSpec, run_task
@@ -69,7 +67,7 @@ def test_a_shapes_key_belongs_to_its_registered_family(toy: Path, monkeypatch) -
     assert model.of("toy") == (toy_shape(64, 64, 2), toy_shape(96, 64, 2), toy_shape(64, 128, 5))
     assert model.of("dense")[0].block_shape == (128, 128)  # the model's, not the toy's
     # The family writes its rows back as they were read, after the families before it.
-    assert render_shapes_file("toymodel", "d", (128, 128), {1: ("s", model.groups)}) == TOML
+    assert render_shapes_file([model]) == TOML
     toy.write_text(TOML.replace("[64, 128, 5]", "[64, 128]"))
     with pytest.raises(ShapesFileError, match=r"TP 1: toy \[64, 128\] is not \[N, K, G\]$"):
         load_shapes("toymodel", 1)
@@ -215,7 +213,8 @@ def test_a_file_is_verified_against_the_familys_own_default(toy) -> None:
     # BLOCK_SIZE_K=256 breaks the toy's rule for K=64.
     m_points = [1, 8, 24, 4096]
     shape = Shape(64, 64, None, (("G", 2),))
-    result = verify_shape(shape, configs, m_points, make_runner, rounds=4, family="toy")
+    planned = PlannedShape(shape, configs, tuple(m_points))
+    result = verify_shape(planned, make_runner, rounds=4, family="toy")
     error = "invalid config: BLOCK_SIZE_K=256 is more than K=64"
     assert result.points == (
         PointResult(1, 1, SMALL, Verdict.OK, False),
@@ -256,17 +255,17 @@ def test_a_file_is_imported_as_its_own_familys_and_exported_as_it_was(tmp_path, 
 
 
 def advise(out, asked) -> None:
-    """The toy's doctor advice (`VllmServing.advice`): one line, and vLLM reads its files."""
+    """The toy's doctor advice (`KernelFamily.advice`): one line, and vLLM reads its files."""
     out.lines.append(f"toy on {asked.arch} ({asked.table_arch})")
     out.helps.append("toy")
 
 
 def test_doctor_says_what_a_registered_family_says_of_itself(monkeypatch) -> None:
-    from tuner.compare.doctor import Question, diagnose
+    from tuner.cli import doctor
+    from tuner.kernels.serving import Diagnosis
 
-    serving = VllmServing(label="toy", advice=advise)
-    monkeypatch.setitem(FAMILIES, "toy", dataclasses.replace(TOY, serving=serving))
-    monkeypatch.setattr("tuner.compare.doctor.vllm_version", lambda: None)
-    out = diagnose(Question(arch="sm90"), gpus=[], versions={"triton": ""})
+    monkeypatch.setitem(FAMILIES, "toy", dataclasses.replace(TOY, advice=advise))
+    out = Diagnosis()
+    doctor.advise(out, "sm90")
     assert out.lines[-1] == "toy on sm90 (sm90)"
     assert out.helps == ["moe", "toy"]  # sm90: vLLM runs the Triton MoE kernel by default

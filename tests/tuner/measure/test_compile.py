@@ -1,23 +1,20 @@
 """Compile-for-target pruning and the precompiler: real compiles for sm89 and sm90, no GPU."""
 
+import multiprocessing as mp
+
 import pytest
 
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.space import default_config, specialization_key, vllm_space
+from tuner.kernels.dense.space import default_config
 from tuner.kernels.gpus import MAX_SHARED_BYTES
 from tuner.kernels.shape import Shape
-from tuner.measure import launch_check
-from tuner.measure.compile import (
-    CompileCache,
-    CompileInfo,
-    compile_infos,
-    compile_pool,
-    launch_problem,
-)
+from tuner.measure import compile as compile_module
+from tuner.measure.compile import CompileInfo, compile_infos, compile_pool, launch_problem
 from tuner.measure.runner import Problem
 from tuner.measure.trial import TrialResult
-from tuner.run.compile_gate import CompileGate, likely_next
+from tuner.run import worker
+from tuner.run.worker import CompileAhead, WorkerShared
 
 triton = pytest.importorskip("triton")
 if "nvidia" not in triton.backends.backends:
@@ -27,19 +24,12 @@ DEFAULT = default_config()
 BIG = KernelConfig(128, 128, 128, 16, 8, 9)  # 32 KiB x 9 stages (8 buffers on sm89): > 227 KiB
 MID = KernelConfig(128, 128, 128, 16, 8, 5)  # 32 KiB a stage: fits sm90's 227 KiB, not sm89's
 SAMPLE = [DEFAULT, BIG]
-SHAPE = {"M": 4096, "shape": Shape(5120, 3072, (128, 128)), "out_dtype": "bfloat16"}
+SHAPE = {"shape": Shape(5120, 3072, (128, 128)), "out_dtype": "bfloat16"}
+FIRSTS = dict.fromkeys(SAMPLE, 4096)  # M = 4096 for each
 
 
 def info(config=DEFAULT, arch=89, shared=50_000, regs=128, spills=0, error=None):
-    return CompileInfo(arch, config, "spec", "bfloat16", shared, regs, spills, 1.0, error)
-
-
-def test_specializations_of_m():
-    assert specialization_key(1, 5120, 3072, (128, 128)) == "M=1,N=d16,K=d16,gn=d16,gk=d16,kg=any"
-    assert specialization_key(4096, 5120, 3072, (128, 128)).startswith("M=d16,")
-    assert specialization_key(33, 5120, 3072, (128, 128)).startswith("M=any,")
-    assert specialization_key(16, 5120, 4096, (128, 128)).endswith("kg=d16")
-    assert specialization_key(2**31, 16, 16, (128, 128)).startswith("M=d16:i64,")
+    return CompileInfo(arch, config, shared, regs, spills, 1.0, error)
 
 
 def test_launch_problem_reasons_at_the_cuda_programming_guides_limits():
@@ -66,26 +56,11 @@ def test_launch_problem_reasons_at_the_cuda_programming_guides_limits():
     assert over == TrialResult(TrialStatus.OUT_OF_RESOURCES, error=over.error, measure_s=0.0)
 
 
-def test_cache_round_trip_and_toolchain_key(tmp_path):
-    cache = CompileCache(tmp_path)
-    entry = CompileInfo(90, BIG, "spec-a", "bfloat16", 328704, 255, 2296, 3.5)
-    cache.put(entry)
-    got = cache.get_many([BIG, DEFAULT], arch=90, specialization="spec-a", out_dtype="bfloat16")
-    assert got == {BIG: CompileInfo(90, BIG, "spec-a", "bfloat16", 328704, 255, 2296, 0.0)}
-    assert cache.get_many([BIG], arch=89, specialization="spec-a", out_dtype="bfloat16") == {}
-    assert cache.get_many([BIG], arch=90, specialization="spec-b", out_dtype="bfloat16") == {}
-    other = CompileCache(tmp_path)
-    other.toolchain = "triton-0.0:kernel-0"
-    assert other.get_many([BIG], arch=90, specialization="spec-a", out_dtype="bfloat16") == {}
-    assert len(list(tmp_path.glob("*/*.json"))) == 1  # one file per entry
-
-
-def test_unknown_arch_and_dtype(tmp_path):
-    cache = CompileCache(tmp_path)
+def test_unknown_arch_and_dtype():
     with pytest.raises(ValueError, match="no resource limits known for sm75; known: sm80"):
-        compile_infos([DEFAULT], arch=75, cache=cache, **SHAPE)
+        compile_infos(FIRSTS, arch=75, **SHAPE)
     with pytest.raises(ValueError, match="out_dtype must be bfloat16 or float16"):
-        compile_infos([DEFAULT], arch=90, cache=cache, **{**SHAPE, "out_dtype": "fp8"})
+        compile_infos(FIRSTS, arch=90, **{**SHAPE, "out_dtype": "fp8"})
 
 
 @pytest.fixture(scope="module")
@@ -99,18 +74,16 @@ def pool(tmp_path_factory):
             yield shared, triton_cache
 
 
-def test_real_compiles_prune_what_does_not_fit_and_are_cached(tmp_path, pool):
-    """SAMPLE compiled for sm90 in a spawned pool (TRITON_INTERPRET=1 in this process), then
-    again from the cache: the default runs, BIG is pruned (MID on sm89: the gate's test)."""
+def test_real_compiles_prune_what_does_not_fit(pool):
+    """SAMPLE compiled for sm90 in a spawned pool (TRITON_INTERPRET=1 in this process): the
+    default runs, BIG is pruned (MID on sm89: the gate's test)."""
     pool, triton_cache = pool
-    infos = compile_infos(SAMPLE, arch=90, cache=CompileCache(tmp_path), pool=pool, **SHAPE)
+    infos = compile_infos(FIRSTS, arch=90, pool=pool, **SHAPE)
     problems = {c: launch_problem(infos[c]) for c in SAMPLE}
     assert problems[DEFAULT] is None
     assert problems[BIG].status is TrialStatus.OUT_OF_RESOURCES
     assert problems[BIG].error.startswith("pruned before launch: shared memory ")
     assert problems[BIG].error.endswith(" > 232448 bytes per block on sm90")
-    infos = compile_infos(SAMPLE, arch=90, cache=CompileCache(tmp_path), **SHAPE)
-    assert all(i.compile_s == 0.0 for i in infos.values())  # second time: from the cache
     assert all(
         i.error is None and 0 < i.n_regs <= 255 and i.spill_bytes >= 0 for i in infos.values()
     )
@@ -130,52 +103,37 @@ SMALL_CONFIGS = [
 SMALL = Problem(33, 512, 256, (128, 128), "float16")
 
 
-def test_the_gate_compiles_ahead_lets_a_config_jump_the_queue_and_rejects_before_launch(pool):
-    """Real sm89 compiles: `first` goes to the pool at once, a config asked before it jumps the
-    compiles still waiting, MID is pruned, a new incumbent sends its neighbours."""
-    space, s0 = vllm_space(), SMALL_CONFIGS[0]
-    gate = CompileGate(pool[0], arch=89, problem=SMALL, space=space, first=SMALL_CONFIGS, ahead=3)
-    rejected = gate.before(MID)  # 4 stages of 32 KiB in flight: over sm89's 99 KiB
+def test_compile_ahead_sends_the_first_configs_and_rejects_before_launch(pool, monkeypatch):
+    """Real sm89 compiles: the first configs go to the pool at once, a config asked before
+    them jumps the compiles still waiting, MID is pruned."""
+    monkeypatch.setattr(worker, "compile_pool", lambda workers: pool[0])
+    compiler = CompileAhead(2, 89, WorkerShared(mp.get_context("spawn")))
+    compiler.start(SMALL, SMALL_CONFIGS)
+    rejected = compiler.check(MID)  # 4 stages of 32 KiB in flight: over sm89's 99 KiB
     assert rejected.status is TrialStatus.OUT_OF_RESOURCES and rejected.latency_us is None
     assert rejected.error.endswith("bytes per block on sm89")
-    assert set(gate.futures) == {*SMALL_CONFIGS, MID}
-    gate.after(s0, TrialResult(TrialStatus.OK, 5.0))  # a new incumbent: compile ahead
-    gate.after(MID, rejected)  # not ok: nothing sent
-    ahead = [c for c in likely_next(s0, space)[:3] if c not in SMALL_CONFIGS]
-    assert len(ahead) == 1  # two of s0's three nearest were sent already
-    assert list(gate.futures)[-1] == ahead[0] and len(gate.futures) == 6
-    assert [gate.before(c) for c in [*SMALL_CONFIGS, *ahead]] == [None] * 5
-    infos = [gate.futures[c].result() for c in [*SMALL_CONFIGS, *ahead]]
-    assert infos[0].specialization.startswith("M=any,")
+    assert [compiler.check(c) for c in SMALL_CONFIGS] == [None] * 4
+    infos = [compiler.futures[c].result() for c in SMALL_CONFIGS]
     assert all(i.error is None and i.shared_bytes > 0 for i in infos)
-    assert gate.compile_s > 0
+    assert compiler.shared.compile_s.value > 0
 
 
-def test_likely_next_is_the_neighbourhood():
-    nearby = likely_next(DEFAULT, vllm_space())
-    assert nearby[:12] and all(c in set(vllm_space()) for c in nearby)
-    assert KernelConfig(32, 128, 128, 32, 4, 2) in nearby[:12]  # half the BLOCK_SIZE_M
-    assert KernelConfig(64, 128, 128, 32, 4, 3) in nearby[:12]  # one more stage
-    assert DEFAULT not in nearby and len(nearby) == len(set(nearby))
-
-
-def test_a_file_is_checked_in_one_batch_per_launch_specialization(monkeypatch):
-    """Seven M, four distinct configs: M=1, other M and M % 16 == 0 are three batches (MID
-    and SMALL, first used at M=3 and M=5, in one), each config compiled once; the over-sized
-    one cannot launch."""
+def test_a_file_compiles_each_distinct_config_once_at_its_first_m(monkeypatch):
+    """Seven M, four distinct configs: each compiled once, at the first M that uses it; the
+    over-sized one cannot launch."""
     batches = []
 
-    def compile_infos(configs, *, arch, shape, M, **_):
-        batches.append((M, configs))
-        shared = {c: 300_000 if c == BIG else 40_000 for c in configs}
-        return {c: info(config=c, arch=arch, shared=shared[c]) for c in configs}
+    def compile_infos(firsts, *, arch, **_):
+        batches.append(dict(firsts))
+        shared = {c: 300_000 if c == BIG else 40_000 for c in firsts}
+        return {c: info(config=c, arch=arch, shared=shared[c]) for c in firsts}
 
-    monkeypatch.setattr(launch_check, "compile_infos", compile_infos)
+    monkeypatch.setattr(compile_module, "compile_infos", compile_infos)
     small = SMALL_CONFIGS[0]
     by_m = {1: DEFAULT, 3: MID, 5: small, 16: BIG, 32: DEFAULT, 48: MID, 64: BIG}
     configs = {M: config.as_dict() for M, config in by_m.items()}
-    verdict = launch_check.check_entries(
+    verdict = compile_module.check_entries(
         configs, arch=90, device_name="NVIDIA_H200", N=512, K=256, block_shape=(128, 128)
     )
-    assert batches == [(1, [DEFAULT]), (3, [MID, small]), (16, [BIG])]
+    assert batches == [{DEFAULT: 1, MID: 3, small: 5, BIG: 16}]
     assert sorted(verdict.cannot_launch) == [16, 64] and verdict.configs == 4

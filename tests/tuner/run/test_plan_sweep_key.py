@@ -30,7 +30,7 @@ def _request(**changes) -> SweepRequest:
 def _canonical(r: SweepRequest, **family) -> str:
     """The key `db.repo.sweep_key` hashes: the parameters, plus `family` when given."""
     params = {"device_name": r.device_name, "model": r.model, "tp": r.tp, "seed": r.seed}
-    params |= {"strategy": r.strategy, "budget": r.budget, "space": r.space_name}
+    params |= {"strategy": r.strategy, "budget": r.budget, "space": "vllm"}
     params |= {"m_values": sorted(r.m_values), "out_dtype": r.out_dtype, **family}
     params |= {"block_shape": list(r.block_shape), "shapes": sorted(r.shapes)}
     text = json.dumps(params, sort_keys=True, separators=(",", ":"))

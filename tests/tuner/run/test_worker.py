@@ -17,8 +17,8 @@ from tests import storefill
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.measure import runners
-from tuner.measure.runners import make_runner
+from tuner.measure import runner as runners
+from tuner.measure.runner import make_runner
 from tuner.measure.trial import TrialResult
 from tuner.run.plan import trial_cap
 from tuner.run.worker import (
@@ -190,14 +190,17 @@ def test_default_first_then_budget_configs_and_the_finalists_retimed_once(store)
     assert StubRunner.measured == [] and StubRunner.sampled == []
 
 
-class RejectingGate:
-    """Stands for CompileGate: configs with 8 warps 'need' more shared memory than the GPU has."""
+class FakeCompiler:
+    """Stands for CompileAhead: configs with 8 warps 'need' more shared memory than the GPU has."""
 
     def __init__(self):
-        self.before_calls, self.after_calls = [], []
+        self.started, self.checked, self.ended = [], [], 0
 
-    def before(self, config):
-        self.before_calls.append(config)
+    def start(self, problem, configs):
+        self.started.append((problem.M, tuple(configs)))
+
+    def check(self, config):
+        self.checked.append(config)
         if config.num_warps == 8:
             return TrialResult(
                 TrialStatus.OUT_OF_RESOURCES,
@@ -206,20 +209,8 @@ class RejectingGate:
             )
         return None
 
-    def after(self, config, result):
-        self.after_calls.append((config, result.status))
-
-
-class FakeCompiler:
-    def __init__(self):
-        self.gates, self.closed_gates = [], []
-
-    def gate(self, problem, space, warm):
-        self.gates.append((problem.M, tuple(warm)))
-        return RejectingGate()
-
-    def closed(self, gate, shared):
-        self.closed_gates.append(gate)
+    def end(self):
+        self.ended += 1
 
 
 def test_the_gate_compiles_grids_planned_start_and_prunes_without_a_launch(tmp_path):
@@ -227,7 +218,7 @@ def test_the_gate_compiles_grids_planned_start_and_prunes_without_a_launch(tmp_p
     compiler = FakeCompiler()
     task = claim(engine, spec)
     run_task(engine, spec, task, environment_id, vllm_space(), compiler=compiler)
-    [(m, first)], [gate] = compiler.gates, compiler.closed_gates
+    [(m, first)] = compiler.started
     trials = stored(engine, task.task_id)
     # The default, then the space in order: what the search measured first, in order.
     assert m == 16 and len(first) == BUDGET and first[0] == default_config()
@@ -236,8 +227,7 @@ def test_the_gate_compiles_grids_planned_start_and_prunes_without_a_launch(tmp_p
     pruned = [t for t in trials if t.config["num_warps"] == 8]
     assert pruned and all(t.status == "out_of_resources" and t.measure_s == 0.0 for t in pruned)
     assert all(config.num_warps == 4 for config in StubRunner.measured)  # never launched
-    assert len(gate.before_calls) == len(trials) == BUDGET
-    assert [config for config, _ in gate.after_calls] == gate.before_calls
+    assert compiler.checked == list(first) and compiler.ended == 1
     engine.dispose()
 
 
@@ -264,7 +254,7 @@ def test_a_guided_task_starts_from_the_winner_and_learns_from_the_trials_of_a_ne
     compiler = FakeCompiler()
     run_task(engine, later, claim(engine, later), environment_id, vllm_space(), compiler=compiler)
     # M=16's fastest trial (70 us) is the neighbour M=32 starts from, after the default.
-    assert compiler.gates == [(32, (default_config(), KernelConfig(32, 256, 128, 64, 8, 2)))]
+    assert compiler.started == [(32, (default_config(), KernelConfig(32, 256, 128, 64, 8, 2)))]
     # M=16's ok trials, in the order they were stored (its 256-row tiles ran out of resources).
     ok = [
         (KernelConfig.from_dict(t.config), t.latency_us)
@@ -362,7 +352,7 @@ def test_the_mark_in_flight_round_trips_and_clears(monkeypatch):
         is_default=True,
         since=1234.5,
     )
-    shared.clear_in_flight()
+    shared.mark_in_flight(task, None)
     assert shared.in_flight() is None
     shared.mark_in_flight(task, default_config(), False)
     shared._flight[0] += 1  # the worker is rewriting it: nothing to read
