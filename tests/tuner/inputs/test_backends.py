@@ -11,7 +11,6 @@ from tuner.inputs.logs import scan_lines
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.gpus import KNOWN_GPUS, MAX_SHARED_BYTES
 from tuner.kernels.vllm_table import (
-    FP8_BLOCK_KERNELS,
     MARLIN,
     arch_of,
     deepgemm_refusal,
