@@ -114,7 +114,7 @@ def test_moe_shapes_are_read_and_checked() -> None:
     assert load_shapes("deepseek-v3", 8).of("moe") == (expert_shape(256, 256, 7168, 8),)
     head = 'model = "x"\nblock_shape = [128, 128]\n[tp.1]\nsource = "s"\n'
     doc = _load_text(head + "moe = [[8, 64, 128, 2]]\n", "x.toml", "x")
-    assert doc.entries[1][1] == {"moe": (expert_shape(8, 64, 128, 2),)}
+    assert doc[1].of("moe") == (expert_shape(8, 64, 128, 2),)
     with pytest.raises(ShapesFileError, match=r"x.toml, TP 1: moe top_k = 9 is more than E = 8"):
         _load_text(head + "moe = [[8, 64, 128, 9]]\n", "x.toml", "x")
     with pytest.raises(ShapesFileError, match=r"moe shape \[8, 64\] is not \[E, N, K, top_k\]"):
