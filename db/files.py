@@ -177,28 +177,10 @@ def imported_configs(session: Session, *, device_name: str) -> dict[ImportKey, I
 
 
 @dataclass(frozen=True)
-class NewFile:
-    """A file to publish: vLLM's name, its kernel family and shape, its exact bytes and the
-    merge's detail (m_keys, m_imported, m_missing, partial, notes, warnings)."""
-
-    file_name: str
-    N: int
-    K: int
-    block_shape: tuple[int, int] | None
-    content: bytes
-    detail: Mapping[str, Any]
-    family: str
-    shape_params: str = ""
-
-    @property
-    def sha256(self) -> str:
-        """Hex sha256 of the bytes."""
-        return hashlib.sha256(self.content).hexdigest()
-
-
-@dataclass(frozen=True)
 class ReleaseFileRow:
-    """One file of a release as stored (its bytes are the blob `sha256`, `size` bytes)."""
+    """One file of a release: vLLM's name, its kernel family and shape, the sha256 and size of
+    its bytes (a blob) and the merge's detail (m_keys, m_imported, m_missing, partial, notes,
+    warnings)."""
 
     file_name: str
     N: int
@@ -206,7 +188,7 @@ class ReleaseFileRow:
     block_shape: tuple[int, int] | None
     sha256: str
     size: int
-    detail: dict[str, Any]
+    detail: Mapping[str, Any]
     family: str
     shape_params: str = ""
 
@@ -230,7 +212,7 @@ class ReleaseInfo:
     ab: AbVerdict | None = None
 
 
-def content_sha256(files: Sequence[NewFile]) -> str:
+def content_sha256(files: Sequence[ReleaseFileRow]) -> str:
     """What makes two releases the same: sha256 of the sorted "name sha256" lines."""
     lines = sorted(f"{f.file_name} {f.sha256}\n" for f in files)
     return hashlib.sha256("".join(lines).encode()).hexdigest()
@@ -284,15 +266,15 @@ def publish_release(
     session: Session,
     *,
     device_name: str,
-    files: Sequence[NewFile],
+    files: Sequence[tuple[ReleaseFileRow, bytes]],
     archives: Mapping[str, bytes],
     summary: Mapping[str, Any],
     created_by: str,
     reason: str,
 ) -> tuple[ReleaseInfo, bool]:
-    """Freeze a device's files (distinct names) as its next release, with `archives` (engine ->
-    zip bytes), `summary` (JSON-able), who published (user@host) and what ("tuner publish"),
-    unless they equal the latest release's.
+    """Freeze a device's files (distinct names, each with its bytes) as its next release, with
+    `archives` (engine -> zip bytes), `summary` (JSON-able), who published (user@host) and
+    what ("tuner publish"), unless they equal the latest release's.
 
     The next number comes from a read of the latest release after this transaction has written
     the blobs: on SQLite it then holds the write lock; on PostgreSQL two publishers may read the
@@ -306,16 +288,17 @@ def publish_release(
     Raises:
         ValueError: two files of one name, or a bad device_name.
     """
-    names = [f.file_name for f in files]
+    rows = [row for row, _ in files]
+    names = [f.file_name for f in rows]
     if len(set(names)) != len(names):
         raise ValueError(f"two files named alike among {names}")
-    content = content_sha256(files)
+    content = content_sha256(rows)
     latest = get_release(session, device_name=device_name)
     if latest is not None and latest.content_sha256 == content:  # the common case: no write
         return latest, False
     device_id = get_or_create_device(session, device_name=device_name)
     # Sorted, so two publishers inserting the same blobs never wait on each other in a cycle.
-    for _, data in sorted({f.sha256: f.content for f in files}.items()):
+    for _, data in sorted({row.sha256: data for row, data in files}.items()):
         _store_blob(session, data)
     zips = {engine: _store_blob(session, data) for engine, data in sorted(archives.items())}
     for _ in range(5):
@@ -325,12 +308,12 @@ def publish_release(
         number = (last.number if last is not None else 0) + 1
         row = Release(device_id=device_id, number=number, content_sha256=content, archives=zips)
         row.summary, row.created_by, row.reason = dict(summary), created_by[:256], reason[:64]
-        if _inserted(session, row, files):
+        if _inserted(session, row, rows):
             return _release_info(session, row, device_name), True
     raise RuntimeError(f"could not number a release of {device_name}: too many publishers")
 
 
-def _inserted(session: Session, row: Release, files: Sequence[NewFile]) -> bool:
+def _inserted(session: Session, row: Release, files: Sequence[ReleaseFileRow]) -> bool:
     """Insert a release with its files in a savepoint; False when its number was taken."""
     try:
         with session.begin_nested():
@@ -343,7 +326,7 @@ def _inserted(session: Session, row: Release, files: Sequence[NewFile]) -> bool:
     return True
 
 
-def _file_row(release_id: int, f: NewFile) -> ReleaseFile:
+def _file_row(release_id: int, f: ReleaseFileRow) -> ReleaseFile:
     block_n, block_k = block_columns(f.block_shape)
     row = ReleaseFile(release_id=release_id, block_n=block_n, block_k=block_k, sha256=f.sha256)
     row.file_name, row.family, row.shape_params = f.file_name, f.family, f.shape_params

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Response
@@ -13,6 +12,7 @@ from api import deps, schemas
 from api.routes.devices import download, file_responses, vllm_name
 from db import repo
 from tuner.files.device import stored_release
+from tuner.files.pull import release_entry
 from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.registry import respell_file_name
 
@@ -104,12 +104,8 @@ def list_device_releases(device_name: deps.KnownDevice, session: deps.SessionDep
 
     404 for an unknown device.
     """
-    return [
-        schemas.Release(
-            **{**asdict(info), "files": [{**asdict(f), **f.detail} for f in info.files]}
-        )
-        for info in repo.list_releases(session, device_name=device_name)
-    ]
+    releases = repo.list_releases(session, device_name=device_name)
+    return [schemas.Release(**release_entry(info)) for info in releases]
 
 
 @router.get("/{device_name}/configs", response_model=schemas.DeviceConfigs)
@@ -125,19 +121,12 @@ def list_configs(
     device or release.
     """
     info = release_of(session, device_name, release)
-    files = [
-        schemas.ConfigFile(
-            **{
-                **asdict(f),
-                **f.detail,
-                "file_name": respell_file_name(f.file_name, engine, device_name),
-            }
-        )
-        for f in info.files
-    ]
+    files = release_entry(info)["files"]
+    for f in files:
+        f["file_name"] = respell_file_name(f["file_name"], engine, device_name)
     return schemas.DeviceConfigs(
         device_name=device_name,
-        files=files,
+        files=[schemas.ConfigFile(**f) for f in files],
         skipped=info.summary.get("skipped", []),
         engine=engine,
         release=info.number,

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from hashlib import sha256
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from db import repo
 from db.models import AbRun, AbTest
-from db.repo import NewFile
+from db.repo import ReleaseFileRow
 from tests.cli.common import invoke, ok, one_line_error, service, session_on
 from tests.pgserver import free_port
 from tuner.ab.arms import Arm, ArmError, healthy, proof
@@ -298,11 +299,11 @@ def test_a_release_carries_its_ab_verdict(stage) -> None:
     ok("import", tmp_path / FILE, "--db", url)
     other = "N=64,K=32,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128,128].json"
     with session_on(url) as session:
-        new = NewFile(other, 64, 32, (128, 128), b"{}", {}, "dense")
+        new = ReleaseFileRow(other, 64, 32, (128, 128), sha256(b"{}").hexdigest(), 2, {}, "dense")
         repo.publish_release(
             session,
             device_name=device,
-            files=[new],
+            files=[(new, b"{}")],
             archives={},
             summary={},
             created_by="test",

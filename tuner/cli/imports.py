@@ -40,30 +40,22 @@ class Planned:
     cannot_launch: dict[int, str] = field(default_factory=dict)
 
 
-def _read(paths: list[Path]) -> tuple[list[tuple[Path, ParsedFile]], list[tuple[Path, str]]]:
+def _read(paths: list[Path]) -> list[tuple[Path, ParsedFile]]:
     """Every file given and every fp8_w8a8 config file of the folders given (not their
-    subfolders), parsed; what the folders hold besides (a README, `__init__.py`, other files),
-    with the reason it is skipped. A file named like a config file is read: a bad body fails
-    the import."""
-    files, skipped = [], []
+    subfolders; what else they hold is not read), parsed. A file named like a config file is
+    read: a bad body fails the import."""
+    files = []
     for path in paths:
         if not path.is_dir():
             files.append(path)
             continue
         try:
-            entries = sorted(path.iterdir(), key=lambda p: p.name)
+            found = [p for p in sorted(path.iterdir()) if p.is_file() and _fp8(p.name)]
         except OSError as exc:
             raise fail(f"{path}: cannot list: {exc.strerror or exc}") from None
-        kinds = {entry: "not a file" if entry.is_dir() else _dtype(entry.name) for entry in entries}
-        found = [entry for entry in entries if kinds[entry] == FP8_DTYPE]
         if not found:
             raise fail(f"{path}: no {FP8_DTYPE} config files in this folder")
         files += found
-        skipped += [
-            (entry, f"{kind}: only {FP8_DTYPE} config files are imported")
-            for entry, kind in kinds.items()
-            if kind != FP8_DTYPE
-        ]
     parsed = []
     for path in files:
         try:
@@ -72,15 +64,15 @@ def _read(paths: list[Path]) -> tuple[list[tuple[Path, ParsedFile]], list[tuple[
             raise fail(f"{path}: cannot read: {exc.strerror or exc}") from None
         except ValueError as exc:
             raise fail(str(exc)) from None
-    return parsed, skipped
+    return parsed
 
 
-def _dtype(name: str) -> str:
-    """The dtype a config file's name says, or why it is not a config file name."""
+def _fp8(name: str) -> bool:
+    """Whether a name is a config file name of the FP8 dtype."""
     try:
-        return family_of_file(name).files.parse_file_name(name)[2]
+        return family_of_file(name).files.parse_file_name(name)[2] == FP8_DTYPE
     except ValueError:
-        return "not a config file name"
+        return False
 
 
 def _plan(
@@ -191,15 +183,14 @@ def import_files(
 
     Their entries fill M without a measured winner at export (measured winners beat them);
     they are never measured and never claimed to beat the default. Every file is checked
-    before anything is stored: one bad file stores none. A folder's other entries (README,
-    other kernels' or dtypes' files, subfolders) are skipped with one line each; of a file
-    there in vLLM's and SGLang's spelling, the one vLLM reads is imported. Entries that cannot
-    launch on the device (too much shared memory for its architecture) are stored but left out
-    of every merge, with the reason.
+    before anything is stored: one bad file stores none. Of a folder, only its fp8_w8a8 config
+    files are read; of a file there in vLLM's and SGLang's spelling, the one vLLM reads is
+    imported. Entries that cannot launch on the device (too much shared memory for its
+    architecture) are stored but left out of every merge, with the reason.
     """
     if not 1 <= len(label) <= 128 or not label.strip():
         raise fail("--label must be 1..128 characters")
-    parsed, skipped = _read(files)
+    parsed = _read(files)
     _, store = open_db(db)
     with session_scope(store) as session:
         planned, unread = _plan(parsed, device, known_device_names(session))
@@ -207,7 +198,7 @@ def import_files(
     _store(store, planned, label)
     for line in check_lines:
         plain(line)
-    for path, reason in [*unread, *skipped]:
+    for path, reason in unread:
         plain(f"skipped {path.name}: {reason}")
     if not no_publish:
         for target in sorted({plan.target for plan in planned}):

@@ -180,8 +180,8 @@ def read_device(
     session: Session,
     device_name: str,
     *,
-    out_dtype: str | None,
-    allow_stale: bool,
+    out_dtype: str | None = None,
+    allow_stale: bool = False,
     kernel: str = "auto",
 ) -> DeviceView:
     """Read what the store holds for a device: its scope, environments, winners, coverage and

@@ -208,18 +208,14 @@ def render_mounts(request: MountRequest) -> str:
     line, compose file or pod spec, ending in a newline.
 
     Raises:
-        ValueError: an unknown engine or format, a bad host folder, no files, a file name that
-            is not a config file name, or SGLang MoE files without one Triton version.
+        ValueError: a bad host folder, no files, a file name that is not a config file name, or
+            SGLang MoE files without one Triton version (the engine and format are typed at
+            the CLI and the API).
     """
-    if request.fmt not in RENDERERS:
-        raise ValueError(f"format {request.fmt!r} is not one of {', '.join(RENDERERS)}")
-    release = DEFAULT_ENGINE_VERSIONS.get(request.engine)
-    if release is None:
-        raise ValueError(f"engine {request.engine!r} is not one of vllm, sglang")
     if not request.files:
         raise ValueError(f"no config files for {request.device_name} to mount")
     host_dir = check_path(request.host_dir)
-    site = DEFAULT_SITE_PACKAGES[request.engine]
+    site, release = DEFAULT_SITE_PACKAGES[request.engine], DEFAULT_ENGINE_VERSIONS[request.engine]
     placed = place(request, site)
     where = "the whole volume" if request.pull else f"{host_dir}/"
     head = [
@@ -239,22 +235,9 @@ def render_mounts(request: MountRequest) -> str:
     return "\n".join(head + body + (flag_lines(request.fmt) if flag else [])) + "\n"
 
 
-class _Dumper(yaml.SafeDumper):
-    """PyYAML's safe dumper, a text of several lines as a literal block (a file's JSON)."""
-
-
-def _literal_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
-    """A string node, as a literal block when it holds several lines."""
-    style = "|" if "\n" in text else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
-
-
-_Dumper.add_representer(str, _literal_str)
-
-
 def dump_yaml(data: Any) -> list[str]:
-    """Data as YAML lines (PyYAML, keys in the order given)."""
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=10_000).splitlines()
+    """Data as YAML lines (PyYAML's safe dumper, keys in the order given)."""
+    return yaml.safe_dump(data, sort_keys=False, width=10_000).splitlines()
 
 
 def docker(placed: Placed, request: MountRequest, host_dir: str) -> list[str]:

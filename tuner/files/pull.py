@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -168,17 +168,12 @@ def replace_folder(
 
 
 def release_entry(info: Any) -> dict[str, Any]:
-    """A stored release (`db.releases.ReleaseInfo`) as the fields of one entry of `GET
-    /devices/{device}/releases` that `choose_release` and the recipes read: device_name,
-    number, content_sha256, files (file_name, sha256), summary and ab (its A/B's verdict)."""
-    return {
-        "ab": info.ab and {"ab_test_id": info.ab.ab_test_id, "verdict": info.ab.verdict},
-        "device_name": info.device_name,
-        "number": info.number,
-        "content_sha256": info.content_sha256,
-        "summary": dict(info.summary or {}),
-        "files": [{"file_name": f.file_name, "sha256": f.sha256} for f in info.files],
-    }
+    """A stored release (`db.files.ReleaseInfo`) as one entry of `GET /devices/{device}/releases`
+    (what `choose_release` and the recipes read): its fields, each file's with its merge
+    `detail`, and its A/B's id and verdict (`ab`)."""
+    entry = asdict(info)
+    entry["files"] = [{**asdict(f), **f.detail} for f in info.files]
+    return entry
 
 
 def one_triton(versions: Mapping[str, Sequence[str]]) -> str | None:

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 import tuner
-from db.repo import NewFile, ReleaseInfo, publish_release
+from db.repo import ReleaseFileRow, ReleaseInfo, publish_release
 from tuner.files.archive import build_zip
 from tuner.files.device import StoreFiles, device_files
 from tuner.files.merge import DeviceFile, entries_left_out
@@ -62,7 +62,7 @@ def who() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-def _summary(read: StoreFiles, scope: dict[str, Any]) -> dict[str, Any]:
+def _summary(read: StoreFiles, allow_partial: bool) -> dict[str, Any]:
     """The release's summary: its scope and provenance, the versions the winners were timed
     with (what `tuner pull` compares with its own), each environment's winners, the skips."""
     view, current = read.view, read.view.scope.current
@@ -75,7 +75,9 @@ def _summary(read: StoreFiles, scope: dict[str, Any]) -> dict[str, Any]:
     ]
     provenance = {k: v for k, v in asdict(current).items() if k != "other_hashes"}
     return {
-        "scope": {k: scope[k] for k in ("allow_partial", "allow_stale", "out_dtype")} | provenance,
+        "scope": {"allow_partial": allow_partial, "allow_stale": view.scope.allow_stale}
+        | {"out_dtype": view.out_dtype}
+        | provenance,
         "versions": view.versions,
         "tuned_with": tuned_with,
         "measured": bool(view.winners),
@@ -89,8 +91,8 @@ def _summary(read: StoreFiles, scope: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _new_file(f: DeviceFile) -> NewFile:
-    """A merged file as the store keeps it, with what the merge decided."""
+def _new_file(f: DeviceFile) -> tuple[ReleaseFileRow, bytes]:
+    """A merged file as the store keeps it, with what the merge decided, and its bytes."""
     merged = f.merged
     detail = {
         "m_keys": list(merged.configs),
@@ -100,15 +102,18 @@ def _new_file(f: DeviceFile) -> NewFile:
         "notes": merged.notes,
         "warnings": merged.warnings,
     }
-    return NewFile(
+    content = merged.text.encode()
+    row = ReleaseFileRow(
         f.file_name,
         f.N,
         f.K,
         f.block_shape,
-        merged.text.encode(),
-        **f.key.store_fields(),
+        merged.sha256,
+        len(content),
         detail=detail,
+        **f.key.store_fields(),
     )
+    return row, content
 
 
 def publish(
@@ -122,27 +127,22 @@ def publish(
         device_name: vLLM's device key, as stored.
         reason: what publishes, e.g. "tuner publish", "tuner sweep".
         created_by: who; default user@host of this process.
-        scope: allow_partial, allow_stale, out_dtype, kernel, as
-            `tuner.files.device.device_files` takes them (default: False, False, None, "auto").
+        scope: allow_partial (default False), allow_stale, out_dtype, kernel, as
+            `tuner.files.device.device_files` takes them.
 
     Raises:
         NothingToPublish: no file within the scope (the message names the first skipped
             shape's reason, or says the device has nothing).
         tuner.files.device.MergeError: the winners cannot be merged.
     """
-    scope = {
-        "allow_partial": False,
-        "allow_stale": False,
-        "out_dtype": None,
-        "kernel": "auto",
-    } | scope
-    read = device_files(session, device_name, **scope)
+    allow_partial = scope.pop("allow_partial", False)
+    read = device_files(session, device_name, allow_partial=allow_partial, **scope)
     if not read.files.files:
         skipped = read.explained().skipped
         why = f"; e.g. N={skipped[0].N}, K={skipped[0].K}: {skipped[0].reason}" if skipped else ""
         raise NothingToPublish(f"nothing to publish for {device_name}: no complete file{why}")
     tuned_with = versions_line(read.view.versions)
-    sglang = read.view.merge(allow_partial=scope["allow_partial"], engine="sglang")
+    sglang = read.view.merge(allow_partial=allow_partial, engine="sglang")
     capability = read.view.compute_capability
     archives = {
         "vllm": build_zip(
@@ -155,7 +155,7 @@ def publish(
         device_name=device_name,
         files=[_new_file(f) for f in read.files.files],
         archives=archives,
-        summary=_summary(read, scope),
+        summary=_summary(read, allow_partial),
         created_by=created_by or who(),
         reason=reason,
     )
