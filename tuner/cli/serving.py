@@ -67,7 +67,6 @@ def mounts(
     if fmt.endswith("-pull") and server is None:
         raise fail(f"--format {fmt} needs --server, the tuner service's URL")
     store, device_name = device_store(db, device)
-    scope = {"allow_partial": allow_partial, "allow_stale": allow_stale, "kernel": kernel}
     try:
         with repo.session_scope(store) as session:
             text = device_mounts(
@@ -78,8 +77,9 @@ def mounts(
                 host_dir=host_dir,
                 server=server_url(server) if server else "",
                 release=release,
-                out_dtype=None,
-                **scope,
+                allow_partial=allow_partial,
+                allow_stale=allow_stale,
+                kernel=kernel,
             )
     except LookupError as exc:
         raise fail(str(exc), 1) from None
@@ -121,11 +121,7 @@ def serve(
         raise fail(str(error.get("ctx", {}).get("error") or error["msg"])) from None
     _check_port_free(host, port)
     if settings.api_token is None:
-        typer.echo(
-            "note: TUNER_API_TOKEN is unset or blank: write routes (POST /sweeps, POST "
-            "/devices/{device_name}/imports) answer 403",
-            err=True,
-        )
+        typer.echo("note: TUNER_API_TOKEN is unset or blank: write routes answer 403", err=True)
     uvicorn.run(create_app(settings), host=host, port=port)
 
 
@@ -214,12 +210,6 @@ def pull(
     plain(
         f"pulled {chosen['device_name']} release {number} into {out}: {len(written)} file(s), "
         f"sha256 checked{gone}"
-    )
-    ab = chosen.get("ab")
-    plain(
-        f"A/B {ab['ab_test_id']} in a real server: the release is {ab['verdict']}"
-        if ab
-        else "no A/B of this release yet: `tuner ab --release` measures it in your server"
     )
     if engine_name == "vllm":
         # Whether vLLM reads the files on the device the release was tuned on.

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING
 from packaging.version import InvalidVersion, Version
 
 from tuner.core import minor_of, triton_minor
-from tuner.core.hashing import kernel_source_hash
 from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, get_family
-from tuner.kernels.source import BUILTIN, VLLM, function_source, vllm_version
+from tuner.kernels.source import BUILTIN, VLLM, vllm_version
 
 if TYPE_CHECKING:
     from db.repo import EnvironmentRow
@@ -61,9 +60,7 @@ def family_kernel_hash(family_name: str) -> str:
     Raises:
         ValueError: an unknown family.
     """
-    family = get_family(family_name)
-    text = family.module_path(family.kernel_module).read_text(encoding="utf-8")
-    return kernel_source_hash(function_source(text, family.kernel_function))
+    return get_family(family_name).source(BUILTIN).kernel_hash
 
 
 def current_kernel_hash() -> str:
@@ -82,10 +79,7 @@ def family_hashes(source: str = BUILTIN) -> dict[str, str]:
     hashes = {}
     for family in sorted(FAMILIES.values(), key=lambda f: (f.name != DEFAULT_FAMILY, f.name)):
         try:
-            builtin = source == BUILTIN
-            hashes[family.name] = (
-                family_kernel_hash(family.name) if builtin else family.source(VLLM).kernel_hash
-            )
+            hashes[family.name] = family.source(source).kernel_hash
         except ValueError:
             continue
     return hashes
