@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -120,14 +120,12 @@ def record_import(
     (None: not checked); `cannot_launch`: M -> why its entry cannot launch there (stored, left
     out of every merge).
 
+    The front ends check the label (1..128 characters) and the entries (at least one).
+
     Raises:
-        ValueError: an empty or over-long label, no entries, or a bad device_name.
+        ValueError: a bad device_name.
     """
     rejected = dict(cannot_launch or {})
-    if not label.strip() or len(label) > 128:
-        raise ValueError(f"label must be 1..128 characters, got {len(label)}")
-    if not configs:
-        raise ValueError("no M entries to import")
     block_n, block_k = block_columns(block_shape)
     key = {"device_id": get_or_create_device(session, device_name=device_name), "label": label}
     key |= {"N": int(N), "K": int(K), "block_n": block_n, "block_k": block_k}
@@ -328,10 +326,8 @@ def _inserted(session: Session, row: Release, files: Sequence[ReleaseFileRow]) -
 
 def _file_row(release_id: int, f: ReleaseFileRow) -> ReleaseFile:
     block_n, block_k = block_columns(f.block_shape)
-    row = ReleaseFile(release_id=release_id, block_n=block_n, block_k=block_k, sha256=f.sha256)
-    row.file_name, row.family, row.shape_params = f.file_name, f.family, f.shape_params
-    row.N, row.K, row.detail = f.N, f.K, dict(f.detail)
-    return row
+    fields = {k: v for k, v in asdict(f).items() if k not in ("block_shape", "size")}
+    return ReleaseFile(release_id=release_id, block_n=block_n, block_k=block_k, **fields)
 
 
 def blob(session: Session, *, sha256: str) -> bytes | None:

@@ -111,7 +111,7 @@ def test_a_bad_release_is_one_line_and_writes_nothing(served, tmp_path, args, me
     assert not (tmp_path / "c").exists()
 
 
-def test_pull_warns_when_the_triton_here_is_not_the_releases_and_strict_refuses(
+def test_pull_warns_when_the_triton_here_is_not_the_releases(
     served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client, _ = served
@@ -135,10 +135,6 @@ def test_pull_warns_when_the_triton_here_is_not_the_releases_and_strict_refuses(
         f"warning: release 2 was tuned elsewhere: triton 2.1.0 here, {TRITON} in the release "
         "(configs are facts about one Triton and kernel)\n"
     )
-    strict = tuner(f"pull --server {SERVER} --device L20 --out {tmp_path / 's'} --strict", code=1)
-    assert strict.stderr.startswith("error: release 2 was tuned elsewhere: triton 2.1.0 here")
-    assert strict.stderr.endswith("; --strict: nothing written\n")
-    assert not (tmp_path / "s").exists()
 
 
 def test_an_unreachable_server_is_one_line_naming_it(tmp_path):

@@ -31,7 +31,6 @@ from tuner.files.pull import (
     release_tuned,
     replace_folder,
     version_mismatch,
-    wanted_files,
 )
 from tuner.inputs.backends import device_advice
 from tuner.kernels.source import vllm_version
@@ -170,9 +169,6 @@ PullServerOpt = Annotated[
     str, typer.Option("--server", help="The tuner service's URL, e.g. http://tuner:8000.")
 ]
 OutOpt = Annotated[Path, typer.Option(help="The folder to fill (the previous pull's files go).")]
-StrictOpt = Annotated[
-    bool, typer.Option("--strict", help="Exit 1 when the Triton or vLLM here is not the release's.")
-]
 
 
 def pull(
@@ -181,7 +177,6 @@ def pull(
     out: OutOpt,
     release: ReleaseOpt = None,
     engine_name: EngineOpt = "vllm",
-    strict: StrictOpt = False,
 ) -> None:
     """Download a published release of a device's config files into a folder.
 
@@ -189,17 +184,16 @@ def pull(
     are put in place (each renamed whole into the folder) and a marker names the release.
 
     Where Triton or vLLM is importable here and differs from what the release's winners were
-    timed with, one warning line says so (with --strict: exit 1, nothing written).
+    timed with, one warning line says so.
 
     Exit codes: 0 done; 1 the server cannot answer, the release does not exist or a file's
-    bytes do not match (the folder is untouched), or --strict and the versions differ; 2 bad
-    input.
+    bytes do not match (the folder is untouched); 2 bad input.
     """
     out_folder(out)
     base = server_url(server)
-    chosen = _chosen(base, device, release, strict)
+    chosen = _chosen(base, device, release)
     number = chosen["number"]
-    contents = _download(base, chosen, engine_name)
+    contents = _download(base, chosen)
     try:
         written, removed = replace_folder(out, chosen, engine_name, contents)
     except OSError as exc:
@@ -218,31 +212,30 @@ def pull(
             plain(line)
 
 
-def _chosen(base: str, device: str, release: int | None, strict: bool) -> Mapping[str, Any]:
+def _chosen(base: str, device: str, release: int | None) -> Mapping[str, Any]:
     """The release to pull, after one warning line when the Triton or vLLM here differs from
-    the release's (`strict`: exit 1 instead)."""
+    the release's."""
     url = f"{base}/devices/{quote(device, safe='')}/releases"
     try:
         chosen = choose_release(json.loads(fetch(url)), device, release)
     except (OSError, ValueError, PullError) as exc:
         raise fail(str(exc), 1) from None
     mismatch = version_mismatch(chosen, triton=installed_triton(), vllm=vllm_version())
-    if mismatch is not None and strict:
-        raise fail(mismatch.removeprefix("warning: ") + "; --strict: nothing written", 1)
     if mismatch is not None:
         typer.echo(mismatch, err=True)
     return chosen
 
 
-def _download(base: str, chosen: Mapping[str, Any], engine: str) -> dict[str, bytes]:
+def _download(base: str, chosen: Mapping[str, Any]) -> dict[str, bytes]:
     """File name -> the bytes of each file of the release (`replace_folder` checks them); exit 1
     with one line when one cannot be fetched."""
     name, number = quote(chosen["device_name"], safe=""), chosen["number"]
     contents = {}
     try:
-        for file in wanted_files(chosen, engine):
-            url = f"{base}/devices/{name}/configs/{quote(file.file_name, safe='')}?release={number}"
-            contents[file.file_name] = fetch(url)
+        for file in chosen["files"]:
+            file_name = file["file_name"]
+            url = f"{base}/devices/{name}/configs/{quote(file_name, safe='')}?release={number}"
+            contents[file_name] = fetch(url)
     except OSError as exc:
         raise fail(f"{exc}; nothing written", 1) from None
     return contents

@@ -271,14 +271,9 @@ def parse_file_for_import(file_name: str, data: bytes, source: str | None = None
     except ValueError as exc:
         raise ValueError(f"{source}: {exc}" if source != file_name else str(exc)) from None
     if dtype != FP8_DTYPE:
-        raise ValueError(
-            f"{source}: dtype {dtype} is not {FP8_DTYPE}: this tuner keeps "
-            "configs of the FP8 kernel only"
-        )
+        raise ValueError(f"{source}: dtype {dtype} is not {FP8_DTYPE}")
     if len(data) > MAX_FILE_BYTES:
-        raise ValueError(
-            f"{source}: {len(data)} bytes, more than {MAX_FILE_BYTES}: not a config file"
-        )
+        raise ValueError(f"{source}: over {MAX_FILE_BYTES} bytes: not a config file")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

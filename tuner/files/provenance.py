@@ -79,7 +79,10 @@ def family_hashes(source: str = BUILTIN) -> dict[str, str]:
     hashes = {}
     for family in sorted(FAMILIES.values(), key=lambda f: (f.name != DEFAULT_FAMILY, f.name)):
         try:
-            hashes[family.name] = family.source(source).kernel_hash
+            builtin = source == BUILTIN
+            hashes[family.name] = (
+                family_kernel_hash(family.name) if builtin else family.source(VLLM).kernel_hash
+            )
         except ValueError:
             continue
     return hashes

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +27,6 @@ MARKER = ".blockfp8-release.json"
 class PullError(Exception):
     """A pull that must not touch the folder: no such release, or a file whose bytes do not
     match its sha256. One line."""
-
-
-@dataclass(frozen=True)
-class Wanted:
-    """One file of a release to save: its name in the release (vLLM's spelling), the name to
-    save it under (the engine's spelling), and the sha256 its bytes must have."""
-
-    file_name: str
-    save_as: str
-    sha256: str
 
 
 def choose_release(
@@ -81,17 +71,12 @@ def served_file_name(
     return family.files.file_name(family.files.parse_file_name(name)[0], device, engine)
 
 
-def wanted_files(release: Mapping[str, Any], engine: str) -> list[Wanted]:
-    """The release's files with the names `engine` reads them under (its device part too)."""
-    gpus = release_tuned(release, "gpu_name")
-    return [
-        Wanted(
-            f["file_name"],
-            served_file_name(f["file_name"], release["device_name"], engine, gpus),
-            f["sha256"],
-        )
-        for f in release["files"]
-    ]
+def saved_names(release: Mapping[str, Any], engine: str) -> dict[str, str]:
+    """Each file of a release (vLLM's name) -> the name `engine` reads it under (its device
+    part too)."""
+    gpus, device = release_tuned(release, "gpu_name"), release["device_name"]
+    names = [f["file_name"] for f in release["files"]]
+    return {name: served_file_name(name, device, engine, gpus) for name in names}
 
 
 def release_tuned(release: Mapping[str, Any], key: str) -> list[str]:
@@ -135,19 +120,17 @@ def replace_folder(
     Raises:
         PullError: naming the first file missing or whose sha256 differs; nothing written.
     """
-    files = wanted_files(release, engine)
-    for wanted in files:
-        got = hashlib.sha256(contents[wanted.file_name]).hexdigest()
-        if got != wanted.sha256:
-            raise PullError(
-                f"{wanted.file_name}: sha256 {got} is not the release's {wanted.sha256}; "
-                "nothing written"
-            )
+    for file in release["files"]:
+        name, want = file["file_name"], file["sha256"]
+        got = hashlib.sha256(contents[name]).hexdigest()
+        if got != want:
+            raise PullError(f"{name}: sha256 {got} is not the release's {want}; nothing written")
     try:
         previous = json.loads((folder / MARKER).read_text()).get("files", [])
     except (OSError, ValueError, AttributeError):
         previous = []
-    bodies = {w.save_as: engine_bytes(w.file_name, contents[w.file_name], engine) for w in files}
+    names = saved_names(release, engine)
+    bodies = {saved: engine_bytes(name, contents[name], engine) for name, saved in names.items()}
     write_atomically(folder, bodies)
     removed = [
         name

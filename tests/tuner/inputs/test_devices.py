@@ -8,7 +8,7 @@ import pytest
 from tests.tuner.inputs.logfixtures import BLOCK_WARNING
 from tuner.core import ResolvedDevice
 from tuner.files.mounts import configmap_name
-from tuner.files.pull import wanted_files
+from tuner.files.pull import saved_names
 from tuner.inputs.devices import (
     device_among,
     engine_device_name,
@@ -127,7 +127,7 @@ def test_sglang_names_files_by_its_own_device_rule() -> None:
         "summary": {"tuned_with": [{"gpu_name": "NVIDIA  RTX  6000"}]},
         "files": [{"file_name": config_file_name(576, 7168, "NVIDIA_RTX_6000"), "sha256": "0"}],
     }
-    (wanted,) = wanted_files(release, "sglang")
-    assert wanted.save_as == (
+    (save_as,) = saved_names(release, "sglang").values()
+    assert save_as == (
         "N=576,K=7168,device_name=NVIDIA__RTX__6000,dtype=fp8_w8a8,block_shape=[128, 128].json"
     )
