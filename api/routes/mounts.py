@@ -21,15 +21,9 @@ class MountQuery(MergeQuery):
     """The query of GET /devices/{d}/mounts, as `tuner mounts` takes its options."""
 
     format: mounts.MountFormat = Field("docker", description="Mounts, or (-pull) a pull recipe.")
-    host_dir: str = Field(
-        mounts.DEFAULT_HOST_DIR, max_length=512, description="Host folder of the files."
-    )
-    server: AnyHttpUrl | None = Field(
-        None, description="-pull: the service's URL as the pods reach it (default: this one's)."
-    )
-    release: int | None = Field(
-        None, ge=1, le=MAX_INT32, description="-pull: the release [default: the latest]."
-    )
+    host_dir: str = Field(mounts.DEFAULT_HOST_DIR, max_length=512, description="Host folder.")
+    server: AnyHttpUrl | None = Field(None, description="-pull: the service's URL [default: this].")
+    release: int | None = Field(None, ge=1, le=MAX_INT32, description="-pull: [default: latest].")
 
 
 @router.get(

@@ -85,9 +85,8 @@ def test_mounts_from_the_store(db) -> None:
     assert f'  -v "$PWD/configs/{name}:{target}:ro" \\' in result.stdout.splitlines()
     assert result.stderr == ""
     assert result.stdout.startswith(
-        "# 1 W8A8 block-FP8 config file(s) for NVIDIA_L20, mounted read-only (vllm 0.33.0; "
-        "restart it after changing them).\n# The files: tuner export --device NVIDIA_L20 "
-        "--engine vllm --out $PWD/configs (or unzip the release's configs.zip there).\n"
+        "# 1 config file(s) for NVIDIA_L20; restart vllm after changes.\n# From: tuner export "
+        "--device NVIDIA_L20 --engine vllm --out $PWD/configs\n"
     )
     tuned = f"# Tuned with torch 2.11.0, triton {TRITON}, kernels of builtin."
     assert tuned in result.stdout.splitlines()

@@ -21,7 +21,7 @@ import yaml
 
 from tests.engines.engine_code import wheel_folder
 from tests.storefill import TRITON
-from tuner.files.merge import DeviceFile, build_device_files, write_files_atomically
+from tuner.files.merge import DeviceFile, build_device_files, write_atomically
 from tuner.files.mounts import DEFAULT_SITE_PACKAGES, MountRequest, render_mounts
 from tuner.kernels.registry import get_family
 
@@ -140,7 +140,7 @@ class Container:
         Returns:
             The serving service of the compose file the mounts printed, parsed.
         """
-        write_files_atomically(files, host)
+        write_atomically(host, {f.file_name: f.merged.text.encode() for f in files})
         contents = {file.file_name: file.merged.text for file in files}
         request = MountRequest(
             device_name, engine, "compose", contents, str(host), triton=triton_version

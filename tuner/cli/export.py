@@ -22,7 +22,7 @@ from tuner.cli.store import device_in_store, open_db, store_files
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
 from tuner.files.device import MergeError, StoreFiles, imported_files_summary, read_device
-from tuner.files.merge import DeviceFiles, write_files_atomically
+from tuner.files.merge import DeviceFiles, write_atomically
 from tuner.files.release import NothingToPublish, publish
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.engines import SGLANG_NOTE
@@ -128,24 +128,20 @@ def export(
     if engine_name == "sglang":
         typer.echo(f"note: {SGLANG_NOTE}", err=True)
     _write(result, out)
-    _say_left_out(result)
 
 
 def _write(result: DeviceFiles, out: Path) -> None:
-    """Write the files into `out` at once; one line per file with its M, then its notes."""
+    """Write the files into `out` at once; one line per file with its M, then its notes; then
+    the shapes and imported entries left out, one line each; exit 1 when no file was
+    written."""
     try:
-        paths = write_files_atomically(result.files, out)
+        paths = write_atomically(out, {f.file_name: f.merged.text.encode() for f in result.files})
     except OSError as exc:
         raise fail(f"cannot write to {out}: {exc}") from None
     for file, path in zip(result.files, paths, strict=True):
         plain(f"wrote {path}  (M = {','.join(map(str, file.merged.configs))})")
         for line in [*file.merged.notes, *file.merged.warnings]:
             plain(f"    {line}")
-
-
-def _say_left_out(result: DeviceFiles) -> None:
-    """The shapes and imported entries left out, one line each; exit 1 when no file was
-    written."""
     lines = [f"skipped N={s.N},K={s.K}: {s.reason}" for s in result.skipped] + result.left_out
     for line in lines:
         typer.echo(line, err=True)

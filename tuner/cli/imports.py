@@ -4,7 +4,6 @@ as a labelled source per device and shape, leaving out entries that cannot launc
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,8 +128,6 @@ def _launch_checks(planned: list[Planned], store: Engine) -> list[str]:
     """Check every file's entries for its device's architecture (from its trials' compute
     capability, else the table of known GPUs), with a line per device saying what was
     checked; the lines to print."""
-    if importlib.util.find_spec("triton.backends.nvidia") is None:
-        return ["not checked: this Triton has no NVIDIA backend; imported unchecked"]
     lines: list[str] = []
     pool = compile_pool(min(4, max(1, (os.cpu_count() or 2) - 1)))
     try:

@@ -15,7 +15,6 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from db import repo
-from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS
 from tuner.files.merge import DeviceFiles, SkippedShape, build_device_files, entries_left_out
 from tuner.files.mounts import (
     PULL_FORMATS,
@@ -236,10 +235,8 @@ def store_request(read: StoreFiles, fmt: str, engine: str, host_dir: str) -> Mou
     view, tuned = read.view, versions_line(read.view.versions)
     files = {f.file_name: f.merged.text for f in read.files.files}
     notes = [
-        f"# {len(files)} W8A8 block-FP8 config file(s) for {view.device_name}, mounted "
-        f"read-only ({engine} {DEFAULT_ENGINE_VERSIONS[engine]}; restart it after changing them).",
-        f"# The files: tuner export --device {view.device_name} --engine {engine} --out "
-        f"{host_dir} (or unzip the release's configs.zip there).",
+        f"# {len(files)} config file(s) for {view.device_name}; restart {engine} after changes.",
+        f"# From: tuner export --device {view.device_name} --engine {engine} --out {host_dir}",
         *([f"# Tuned with {tuned}."] if tuned else []),
         *(f"# {line}" for line in read.files.left_out),
     ]

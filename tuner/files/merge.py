@@ -338,8 +338,3 @@ def write_atomically(folder: Path, contents: Mapping[str, bytes]) -> list[Path]:
     for temp, name in zip(temporary, contents, strict=True):
         os.replace(temp, folder / name)
     return [folder / name for name in contents]
-
-
-def write_files_atomically(files: Iterable[DeviceFile], out_dir: Path) -> list[Path]:
-    """`write_atomically` of merged files, under their names."""
-    return write_atomically(out_dir, {f.file_name: f.merged.text.encode() for f in files})

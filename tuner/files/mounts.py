@@ -120,15 +120,9 @@ def release_request(release: Mapping[str, Any], fmt: str, engine: str, server: s
     `server`, the service's URL as the pods reach it, into a volume the engine mounts."""
     device, number = release["device_name"], release["number"]
     names = [f["file_name"] for f in release["files"]]
-    title = (
-        f"# {device} release {number} ({len(names)} file(s), content "
-        f"{release['content_sha256'][:12]}), pulled (every sha256 checked) before {engine} "
-        "starts and mounted read-only file by file."
-    )
-    image = (
-        f"# {PULL_IMAGE}: docker build -t {PULL_IMAGE} . in the tuner's source (for a cluster, "
-        "push it to your registry and set image: to it)."
-    )
+    content = release["content_sha256"][:12]
+    title = f"# {device} release {number} ({content}), sha256-checked before {engine} starts."
+    image = f"# {PULL_IMAGE}: docker build -t {PULL_IMAGE} . in the tuner's source."
     args = [
         *("tuner", "pull", "--server", server, "--device", device),
         *("--release", str(number), "--engine", engine, "--out", "/configs"),

@@ -15,14 +15,12 @@ from tests.storefill import FAST, SLOW
 from tuner.core import CONFIG_KEYS, REQUIRED_M, VLLM_M_GRID
 from tuner.files.format import coverage_summary, dump_config_file, parse_config_file, vllm_pick_key
 from tuner.files.merge import (
-    DeviceFile,
     PartialFileError,
     _file_triton,
     build_device_files,
-    dense_key,
     merge_shape,
     runs_note,
-    write_files_atomically,
+    write_atomically,
 )
 from tuner.kernels.dense.family import DENSE, config_file_name
 from tuner.kernels.dense.space import default_config
@@ -323,14 +321,13 @@ def test_build_device_files_rejects_mixed_devices() -> None:
         build_device_files(winners, [])
 
 
-def test_write_files_atomically(tmp_path: Path) -> None:
+def test_write_atomically(tmp_path: Path) -> None:
     merged = merge_shape([Winner(1, FAST, 1.0)], m_requested=[1], default=DEFAULT)
     name = config_file_name(5120, 3072, "NVIDIA_L20")
     out = tmp_path / "configs"
     out.mkdir()
     (out / name).write_text("old")
-    file = DeviceFile(name, dense_key(5120, 3072, (128, 128)), merged)
-    paths = write_files_atomically([file], out)
+    paths = write_atomically(out, {name: merged.text.encode()})
     assert paths == [out / name]
     assert (out / name).read_text() == merged.text
     assert stat.S_IMODE((out / name).stat().st_mode) == 0o644

@@ -208,8 +208,7 @@ PULL += ["--release", "3", "--engine", "vllm", "--out", "/configs"]
 def test_k8s_pull_runs_tuner_pull_then_mounts_the_volume() -> None:
     text = recipe("k8s-pull", RELEASE)
     assert text.splitlines()[0] == (
-        "# NVIDIA_H200 release 3 (2 file(s), content abababababab), pulled (every sha256 "
-        "checked) before vllm starts and mounted read-only file by file."
+        "# NVIDIA_H200 release 3 (abababababab), sha256-checked before vllm starts."
     )
     spec = pod(text)["spec"]
     assert spec["volumes"] == [{"name": "blockfp8-configs", "emptyDir": {}}]
