@@ -203,13 +203,10 @@ H100_ROUTES = "configs configs.zip preview/configs releases imports".split()
     [
         *((f"/devices/NVIDIA_H100/{route}", UNKNOWN_H100) for route in H100_ROUTES),
         (f"/devices/NVIDIA_H100/configs/{H100_FILE}", UNKNOWN_H100),
-        (
-            "/devices/H200/configs",
-            "NVIDIA_H200 has no release yet (`tuner publish --device NVIDIA_H200` makes one)",
-        ),
+        ("/devices/H200/configs", "NVIDIA_H200 has no release yet (`tuner publish` makes one)"),
         (
             "/devices/L20/configs?release=3",
-            "NVIDIA_L20 has no release 3 (`tuner publish --device NVIDIA_L20` makes one)",
+            "NVIDIA_L20 has no release 3 (`tuner publish` makes one)",
         ),
         (
             f"/devices/L20/configs/{NO_1024}",

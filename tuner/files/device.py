@@ -262,10 +262,7 @@ def stored_release(session: Session, device_name: str, number: int | None) -> re
     info = repo.get_release(session, device_name=device_name, number=number)
     if info is None:
         which = "yet" if number is None else str(number)
-        raise LookupError(
-            f"{device_name} has no release {which} (`tuner publish --device {device_name}` "
-            "makes one)"
-        )
+        raise LookupError(f"{device_name} has no release {which} (`tuner publish` makes one)")
     return info
 
 

@@ -43,10 +43,7 @@ def choose_release(
         PullError: the device has no release, or none with that number.
     """
     if not releases:
-        raise PullError(
-            f"{device_name} has no published release on the server (`tuner publish "
-            f"--device {device_name}` there makes one)"
-        )
+        raise PullError(f"{device_name} has no published release (`tuner publish` makes one)")
     if number is None:
         return max(releases, key=lambda r: r["number"])
     for release in releases:
@@ -189,9 +186,6 @@ def version_mismatch(
         differ.append(f"vLLM {vllm} here, {', '.join(timed)} in the release")
     if vllm is not None and (versions.get("kernel_source") or []) == ["builtin"]:
         differ.append("the release timed the tuner's builtin kernels, not this vLLM's")
-    return (
-        f"warning: release {release.get('number')} was tuned elsewhere: {'; '.join(differ)} "
-        "(configs are facts about one Triton and kernel)"
-        if differ
-        else None
-    )
+    if not differ:
+        return None
+    return f"warning: release {release.get('number')} was tuned elsewhere: {'; '.join(differ)}"
