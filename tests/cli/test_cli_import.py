@@ -179,11 +179,8 @@ def test_an_sm90_entry_is_left_out_on_an_l20_everywhere(tmp_path: Path, db, monk
     out = tmp_path / "out"
     exported = invoke("export", "--device", "L20", "--out", out, "--db", db)
     assert (out / VLLM_NAME).read_text() == dump_config_file({1: FAST, 16: DEFAULT})
-    note = (
-        "M=2048: entry imported from 'vllm-h100' left out, it cannot launch on this device: "
-        + REASON
-    )
-    assert note in " ".join(exported.stdout.split())
+    line = f"left out {VLLM_NAME} M=2048 (imported from 'vllm-h100'): {REASON}"
+    assert line in exported.stderr.splitlines()
     # The routes and the report on an entry left out: the imported-only tests below.
 
 

@@ -5,7 +5,7 @@ as a labelled source per device and shape, leaving out entries that cannot launc
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated
 
@@ -106,11 +106,8 @@ def _check_plan(plan: Planned, arch: int, pool, lines: list[str]) -> int:
             arch=arch,
             device_name=plan.target,
             pool=pool,
-            params=item.shape.params,
-            N=item.shape.N,
-            K=item.shape.K,
-            block_shape=item.shape.block_shape,
             family=item.family,
+            **asdict(item.shape),
         )
     except Exception as exc:  # noqa: BLE001 - a broken compiler leaves the file unchecked
         lines.append(f"not checked {name}: compiling failed: {' '.join(str(exc).split())[:200]}")

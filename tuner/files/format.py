@@ -152,10 +152,7 @@ def parse_config_file(text: str, *, source: str = "<text>") -> dict[int, dict[st
         configs[int(key)] = entry = _check_entry(entry, where)
         for name in POWER_OF_TWO_KEYS:
             if entry.get(name, 1) & (entry.get(name, 1) - 1):
-                raise ValueError(
-                    f"{where}: {name}={entry[name]} is not a power of two (Triton compiles "
-                    "none other: the engine cannot run this entry)"
-                )
+                raise ValueError(f"{where}: {name}={entry[name]} is not a power of two")
     return configs
 
 

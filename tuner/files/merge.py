@@ -100,7 +100,7 @@ def _entries(
     existing: ImportedShape | None,
 ) -> tuple[dict[int, dict[str, int]], list[str]]:
     """The file's entries (each winner over an existing entry) and their notes, in M order: the
-    winners', then those of existing entries kept or left out without a measurement."""
+    winners', then those of existing entries kept without a measurement."""
     configs = {M: dict(entry) for M, entry in (existing.configs if existing else {}).items()}
     labels = dict(existing.labels) if existing else {}
     notes: list[str] = []
@@ -113,10 +113,6 @@ def _entries(
         f"M={M}: imported from '{labels[M]}', not measured here (no comparison with the default)"
         for M in sorted(configs)
         if M not in by_m
-    ]
-    notes += [
-        f"M={M}: entry imported from '{label}' left out, it cannot launch on this device: {why}"
-        for M, (label, why) in sorted(getattr(existing, "left_out", {}).items())
     ]
     return configs, notes
 
