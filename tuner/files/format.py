@@ -206,8 +206,6 @@ def vllm_pick_key(keys: Iterable[int], M: int, *, file_order: bool = False) -> i
         ValueError: `keys` is empty.
     """
     ordered = list(dict.fromkeys(keys)) if file_order else sorted(set(keys))
-    if not ordered:
-        raise ValueError("no keys to pick from")
     return min(ordered, key=lambda key: abs(key - M))
 
 

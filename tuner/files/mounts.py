@@ -202,12 +202,10 @@ def render_mounts(request: MountRequest) -> str:
     line, compose file or pod spec, ending in a newline.
 
     Raises:
-        ValueError: a bad host folder, no files, a file name that is not a config file name, or
+        ValueError: a bad host folder, a file name that is not a config file name, or
             SGLang MoE files without one Triton version (the engine and format are typed at
             the CLI and the API).
     """
-    if not request.files:
-        raise ValueError(f"no config files for {request.device_name} to mount")
     host_dir = check_path(request.host_dir)
     site, release = DEFAULT_SITE_PACKAGES[request.engine], DEFAULT_ENGINE_VERSIONS[request.engine]
     placed = place(request, site)
