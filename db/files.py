@@ -120,12 +120,14 @@ def record_import(
     (None: not checked); `cannot_launch`: M -> why its entry cannot launch there (stored, left
     out of every merge).
 
-    The front ends check the label (1..128 characters) and the entries (at least one).
+    The front ends check that there are entries (at least one).
 
     Raises:
-        ValueError: a bad device_name.
+        ValueError: an empty or over-long label, or a bad device_name.
     """
     rejected = dict(cannot_launch or {})
+    if not label.strip() or len(label) > 128:
+        raise ValueError(f"label must be 1..128 characters, got {len(label)}")
     block_n, block_k = block_columns(block_shape)
     key = {"device_id": get_or_create_device(session, device_name=device_name), "label": label}
     key |= {"N": int(N), "K": int(K), "block_n": block_n, "block_k": block_k}

@@ -45,6 +45,7 @@ def test_an_import_is_replaced_by_its_label_and_the_latest_import_wins_per_m(eng
         repo.get_or_create_device(session, device_name="NVIDIA_B200")  # neither
         assert repo.known_device_names(session) == ["NVIDIA_H200", "NVIDIA_L20"]
         for label, configs, given, message in [
+            ("  ", {1: FAST}, {}, "label must be"),
             ("x", {1: FAST}, {"device_name": "NVIDIA L20"}, "vLLM's key"),
         ]:
             with pytest.raises(ValueError, match=message):
