@@ -16,12 +16,10 @@ from typing import Annotated
 import typer
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.version import Version
 
 from tuner.cli.errors import fail
 from tuner.cli.options import TpOpt
 from tuner.cli.output import plain
-from tuner.files.provenance import installed_triton_minor
 from tuner.inputs.backends import linear_backend_value
 from tuner.inputs.devices import resolve_device
 from tuner.inputs.shapes import ModelShapes, ShapesFileError, UnknownModelError, load_shapes
@@ -191,10 +189,10 @@ def _say_vllm(out: Diagnosis) -> None:
         f"vLLM {version}: requires triton {spec if spec is not None else 'unstated'}; "
         "a sweep here " + times
     )
-    here, wanted = installed_triton_minor(), spec_minor(spec) if spec else None
-    if wanted and here and wanted != here:
+    here = _installed("triton")
+    if spec and here and not SpecifierSet(spec).contains(here, prereleases=True):
         out.reasons.append(
-            f"triton {here} is installed but vLLM {version} runs with triton {wanted}: tune "
+            f"triton {here} is installed but vLLM {version} requires triton {spec}: tune "
             "inside the serving image"
         )
 
@@ -209,15 +207,6 @@ def triton_needed() -> str | None:
                 if requirement.name == "triton":
                     return str(requirement.specifier)
     return None
-
-
-def spec_minor(spec: str) -> str | None:
-    """The major.minor a version specifier pins ("~=3.8.0" -> "3.8"); None for none."""
-    try:
-        versions = [Version(item.version) for item in SpecifierSet(spec)]
-    except ValueError:
-        return None
-    return f"{versions[0].major}.{versions[0].minor}" if versions else None
 
 
 def _installed(name: str) -> str:
