@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-from tuner.core import OUT_DTYPES, TrialStatus
+from tuner.core import OUT_DTYPES, TrialStatus, error_line
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.gpus import KNOWN_GPUS, MAX_SHARED_BYTES, gpu_model
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
@@ -41,8 +41,6 @@ from tuner.measure.trial import TrialResult
 MAX_REGISTERS_PER_BLOCK = 64 * 1024
 # Registers are allocated per warp in units of 256 (CUDA occupancy calculator, from 5.0 on).
 REGISTER_UNIT = 256
-# Triton variables a pool process sets to read ptxas's log (see `_child_init`).
-_LOG_VARIABLES = ("TRITON_DUMP_PTXAS_LOG", "TRITON_ALWAYS_COMPILE")
 _PTXAS_REGISTERS = re.compile(r"Used (\d+) registers")
 _PTXAS_SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
@@ -122,29 +120,18 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 
 def _child_init() -> None:
-    """First in every pool process: no interpreter, quiet Triton, ptxas's log where safe.
+    """First in every pool process: no interpreter, quiet Triton, ptxas's log.
 
     TRITON_DUMP_PTXAS_LOG prints ptxas's `-v` log (registers, spills), TRITON_ALWAYS_COMPILE
-    compiles (and logs) even when Triton's cache has the binary; each only when it is not part of
-    the installed Triton's cache key (`get_cache_invalidating_env_vars`; neither is on Triton
-    3.6 or 3.9), so the binaries land under the key the measuring process computes.
+    (switched on per job by `compile_job`) compiles and logs even when Triton's cache has the
+    binary. Neither is part of Triton's cache key (`get_cache_invalidating_env_vars`, Triton
+    3.6 to 3.9), so the binaries land under the key the measuring process computes.
     """
     os.environ.pop("TRITON_INTERPRET", None)
     _exit_with_parent(os.getppid())
     warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION is unset")
-    try:
-        from triton._C.libtriton import get_cache_invalidating_env_vars
-
-        keyed = set(get_cache_invalidating_env_vars())
-    except ImportError:
-        keyed = set(_LOG_VARIABLES)
-    for name in _LOG_VARIABLES:
-        if name in keyed:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = "1"
-    if "TRITON_ALWAYS_COMPILE" in os.environ:
-        os.environ["TRITON_ALWAYS_COMPILE"] = "0"  # switched on per job by `compile_job`
+    os.environ["TRITON_DUMP_PTXAS_LOG"] = "1"
+    os.environ["TRITON_ALWAYS_COMPILE"] = "0"
 
 
 def compile_job(job: CompileJob) -> CompileInfo:
@@ -170,7 +157,7 @@ def compile_job(job: CompileJob) -> CompileInfo:
             )
         shared = int(kernel.metadata.shared)
     except Exception as exc:  # noqa: BLE001 - any compiler failure is this config's result
-        error = f"compile error: {type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
+        error = "compile error: " + error_line(exc, 500)
     text = log.getvalue()
     if error is None and (match := _PTXAS_REGISTERS.search(text)):
         registers = int(match.group(1))

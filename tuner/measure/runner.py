@@ -21,7 +21,7 @@ from functools import partial
 from typing import Any, ClassVar
 
 import tuner
-from tuner.core import OUT_DTYPES, TrialStatus
+from tuner.core import OUT_DTYPES, TrialStatus, error_line
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import Shape, as_block_shape
@@ -75,15 +75,14 @@ def classify_error(exc: BaseException) -> TrialStatus:
 
     if isinstance(exc, errors.OutOfResources):
         return TrialStatus.OUT_OF_RESOURCES
-    if isinstance(exc, CompilationError | getattr(errors, "PTXASError", CompilationError)):
+    if isinstance(exc, CompilationError | errors.PTXASError):
         return TrialStatus.COMPILE_ERROR
     return TrialStatus.CRASHED
 
 
 def _failed(exc: BaseException, start: float | None = None) -> TrialResult:
-    error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
     took = None if start is None else time.perf_counter() - start
-    return TrialResult(classify_error(exc), error=error, measure_s=took)
+    return TrialResult(classify_error(exc), error=error_line(exc, 500), measure_s=took)
 
 
 class KernelRunner:
