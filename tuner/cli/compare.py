@@ -370,14 +370,7 @@ class _Verify(_Bench):
                 kernel_label=self.kernel_label,
             )
             what = f"--fix of {shape_label(N, K)}"
-            _plan_and_run(
-                self.store,
-                self.url,
-                request,
-                what,
-                runner=self.runner,
-                visible=self.visible,
-            )
+            _plan_and_run(self.store, self.url, request, what, self.runner, self.visible)
 
 
 def print_shape_table(result: ShapeVerification, title: str) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-from tuner.core import OUT_DTYPES, TrialStatus, error_line
+from tuner.core import TrialStatus, error_line
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.gpus import KNOWN_GPUS, MAX_SHARED_BYTES, gpu_model
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
@@ -189,13 +189,11 @@ def compile_infos(
     `firsts`) in `pool` (one of `workers` processes is made when None). No GPU needed.
 
     Raises:
-        ValueError: an architecture without known limits, or an unknown out_dtype.
+        ValueError: an architecture without known limits.
     """
     if arch not in MAX_SHARED_BYTES:
         known = ", ".join(f"sm{a}" for a in MAX_SHARED_BYTES)
         raise ValueError(f"no resource limits known for sm{arch}; known: {known}")
-    if out_dtype not in OUT_DTYPES:
-        raise ValueError(f"out_dtype must be bfloat16 or float16, got {out_dtype!r}")
     jobs = [CompileJob(c, arch, shape, M, out_dtype, family) for c, M in firsts.items()]
     executor = pool or compile_pool(workers)
     try:

@@ -290,11 +290,13 @@ class Runner:
         name: the runner's name in the CLI and the registry ("cuda", "interpreter", "replay").
         device_name: vLLM's key of the device measured on, as the command resolved it.
         on_gpu: it measures on a CUDA GPU (one worker per GPU, each pinned to it).
+        reps: timed calls per trial on Triton's interpreter.
     """
 
     name: ClassVar[str]
     on_gpu: ClassVar[bool] = False
     device_name: str
+    reps: int = 3
 
     def pin(self, visible_device: str | None) -> None:
         """Set this worker's environment before the kernel is imported: CUDA_VISIBLE_DEVICES
@@ -330,8 +332,16 @@ class Runner:
         self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float, task_id: int = 0
     ) -> ProblemRunner:
         """What measures `problem`'s configs (seeded inputs; warm-up and timed seconds per
-        config on a GPU); `task_id` names the store's task for a runner that logs it."""
-        raise NotImplementedError
+        config on a GPU); `task_id` names the store's task for a runner that logs it. By
+        default a `KernelRunner` on the GPU, or on the interpreter with `reps` timed calls."""
+        return KernelRunner(
+            problem,
+            device="cuda" if self.on_gpu else "cpu",
+            seed=seed,
+            interpreter_reps=self.reps,
+            warmup_s=warmup_s,
+            rep_s=rep_s,
+        )
 
     def retime_rounds(self, rounds: int) -> int:
         """Interleaved rounds that re-time a task's finalists, given a GPU's `rounds`: those,
@@ -379,12 +389,6 @@ class GpuRunner(Runner):
             "driver": _driver_version(),
         }
 
-    def problem_runner(
-        self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float, task_id: int = 0
-    ) -> ProblemRunner:
-        """A `KernelRunner` on the GPU."""
-        return KernelRunner(problem, device="cuda", seed=seed, warmup_s=warmup_s, rep_s=rep_s)
-
 
 @dataclass(frozen=True)
 class InterpreterRunner(Runner):
@@ -403,20 +407,6 @@ class InterpreterRunner(Runner):
     def pin(self, visible_device: str | None) -> None:
         """TRITON_INTERPRET=1, before triton is imported (triton.jit reads it then)."""
         os.environ["TRITON_INTERPRET"] = "1"
-
-    def problem_runner(
-        self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float, task_id: int = 0
-    ) -> ProblemRunner:
-        """A `KernelRunner` on the interpreter, `reps` timed calls a trial (it takes the GPU's
-        warm-up and timing seconds too, as a test's stand-in runner reads them)."""
-        return KernelRunner(
-            problem,
-            device="cpu",
-            seed=seed,
-            interpreter_reps=self.reps,
-            warmup_s=warmup_s,
-            rep_s=rep_s,
-        )
 
     def retime_rounds(self, rounds: int) -> int:
         """As many rounds as timed calls per trial (at least 2): CPU timings, not a GPU's."""

@@ -91,13 +91,9 @@ def advise(out: Diagnosis, asked: Asked) -> None:
     """Doctor's lines: the fused-MoE backend vLLM runs by default and whether it reads the
     files."""
     say = out.lines.append
+    runs = "the first of its MoE backends that supports the GPU (not verified here for this arch)"
     if asked.table_arch in MOE_TRITON_ARCHS:
         runs = "Triton (fused_moe_kernel) by default with 128x128 weights and ep_size 1"
-    else:
-        runs = (
-            "the first of its MoE backends that supports the GPU (not verified here for this "
-            "architecture)"
-        )
     say(f"fused-MoE block-FP8: vLLM runs {runs} ({TABLE})")
     if asked.table_arch in MOE_TRITON_ARCHS:
         say(f"  files read: yes, from ${MOE_ENV} or vLLM's fused_moe/configs/")
