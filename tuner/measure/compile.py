@@ -27,7 +27,7 @@ from tuner.core import TrialStatus, error_line
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.gpus import KNOWN_GPUS, MAX_SHARED_BYTES, gpu_model
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
-from tuner.kernels.shape import Shape, as_block_shape
+from tuner.kernels.shape import Shape
 from tuner.kernels.vllm_table import capability_number
 from tuner.measure.trial import TrialResult
 
@@ -258,15 +258,12 @@ class LaunchVerdict:
 
 def check_entries(
     configs: Mapping[int, Mapping[str, int]],
+    shape: Shape,
     *,
     arch: int,
     device_name: str,
-    N: int,
-    K: int,
-    block_shape: tuple[int, int] | None,
     pool: ProcessPoolExecutor | None = None,
     family: str = DEFAULT_FAMILY,
-    params: tuple[tuple[str, int], ...] = (),
 ) -> LaunchVerdict:
     """Compile each distinct config of a file for `arch` and say which entries cannot launch.
 
@@ -275,9 +272,9 @@ def check_entries(
 
     Args:
         configs: M -> entry as imported (entries with AMD keys are not checked).
+        shape, family: the file's shape and kernel family.
         arch: compute capability as an int; must be in MAX_SHARED_BYTES.
         device_name: named in the reasons.
-        N, K, block_shape, params, family: the file's shape and kernel family.
         pool: a `compile_pool` (one is made when None).
 
     Raises:
@@ -287,7 +284,6 @@ def check_entries(
     """
     unchecked = {M: _AMD_LINE for M in sorted(configs) if configs[M].keys() & _AMD_KEYS}
     by_m = {M: KernelConfig.from_dict(configs[M]) for M in sorted(configs) if M not in unchecked}
-    shape = Shape(N, K, as_block_shape(block_shape), params)
     firsts = _first_uses(by_m, shape, family)
     infos = compile_infos(
         firsts, arch=arch, shape=shape, out_dtype=CHECK_OUT_DTYPE, family=family, pool=pool

@@ -184,12 +184,7 @@ def w8a8_block_fp8_matmul(
         C2.stride(0), C2.stride(1),
         As2.stride(0), As2.stride(1),
         Bs.stride(1), Bs.stride(0),
-        BLOCK_SIZE_M=parsed.BLOCK_SIZE_M,
-        BLOCK_SIZE_N=parsed.BLOCK_SIZE_N,
-        BLOCK_SIZE_K=parsed.BLOCK_SIZE_K,
-        GROUP_SIZE_M=parsed.GROUP_SIZE_M,
-        num_warps=parsed.num_warps,
-        num_stages=parsed.num_stages,
+        **parsed.as_dict(),
     )
     return out
 
