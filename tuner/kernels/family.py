@@ -92,13 +92,18 @@ def _name_re(dims: tuple[str, ...]) -> re.Pattern[str]:
 
 
 def parse_block_fp8_name(
-    name: str, dims: tuple[str, ...], dtypes: tuple[str, ...] = (FP8_DTYPE,)
-) -> tuple[tuple[int, ...], str, str, tuple[int, int]] | None:
+    name: str, dims: tuple[str, ...], example: str, dtypes: tuple[str, ...] = (FP8_DTYPE,)
+) -> tuple[tuple[int, ...], str, str, tuple[int, int]]:
     """(the values of `dims`, device_name, dtype, block_shape) of a `block_fp8_name` in either
-    engine's spelling; None when `name` is not one, or its dtype is not in `dtypes`."""
+    engine's spelling.
+
+    Raises:
+        ValueError: `name` is not one, or its dtype is not in `dtypes` (the message shows
+            `example`, a name of the family).
+    """
     match = _name_re(dims).fullmatch(name) if len(name) <= 512 else None
     if match is None or match["dtype"] not in dtypes or not is_device_name(match["device"]):
-        return None
+        raise ValueError(f"{name!r} is not a config file name like '{example}'")
     values = tuple(int(match[dim]) for dim in dims)
     return values, match["device"], match["dtype"], (int(match["bn"]), int(match["bk"]))
 

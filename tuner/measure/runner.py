@@ -11,7 +11,6 @@ it is a frozen dataclass of plain values (it pickles for the spawn start method)
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 from collections import OrderedDict
@@ -132,7 +131,8 @@ class KernelRunner:
         self.out_dtype = getattr(torch, problem.out_dtype)
         self.reference = self.workload.reference(self.out_dtype)
         self.weights = [self.workload.weights()]  # copy 0 is the input weight itself
-        self._timed_out: Any = None  # the output every timed launch writes into
+        # the output every timed launch writes into
+        self._timed_out = torch.empty(self.workload.out_shape, dtype=self.out_dtype, device=device)
         self._samplers: OrderedDict[KernelConfig, noise.Sampler] = OrderedDict()
         # CUDA timing work runs on a side stream of its own, as torch asks before a capture;
         # `torch.cuda.stream(None)` does nothing on the interpreter.
@@ -202,10 +202,6 @@ class KernelRunner:
         )
 
     def _ensure_copies(self, copies: int) -> None:
-        if self._timed_out is None:
-            self._timed_out = self._torch.empty(
-                self.workload.out_shape, dtype=self.out_dtype, device=self.device
-            )
         while len(self.weights) < copies:
             self.weights.append(tuple(tensor.clone() for tensor in self.weights[0]))
 
@@ -355,8 +351,7 @@ class Runner:
 
 
 def _driver_version() -> str:
-    if shutil.which("nvidia-smi") is None:
-        return ""
+    """The NVIDIA driver's version from nvidia-smi; "" without it."""
     query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i", "0"]
     try:
         return subprocess.run(query, capture_output=True, text=True, timeout=10).stdout.strip()

@@ -81,12 +81,9 @@ def _parse_file_name(name: str) -> tuple[Shape, str, str]:
     Raises:
         ValueError: the name is not a block-scaled W8A8 GEMM config file name.
     """
-    found = parse_block_fp8_name(name, ("N", "K"), DTYPES)
-    if found is None:
-        example = config_file_name(1024, 512, "NVIDIA_L20")
-        raise ValueError(f"{name!r} is not a config file name like '{example}'")
-    (N, K), device_name, dtype, block_shape = found
-    return Shape(N, K, block_shape), device_name, dtype
+    example = config_file_name(1024, 512, "NVIDIA_L20")
+    (N, K), device, dtype, block_shape = parse_block_fp8_name(name, ("N", "K"), example, DTYPES)
+    return Shape(N, K, block_shape), device, dtype
 
 
 # vLLM 0.33.0 reads dense files only from its package's quantization/utils/configs/

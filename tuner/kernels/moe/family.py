@@ -71,11 +71,8 @@ def _parse_file_name(name: str) -> tuple[Shape, str, str]:
         ValueError: not such a name; a per-tensor `dtype=fp8_w8a8.json` file (no block_shape)
             is out of scope and refused too.
     """
-    found = parse_block_fp8_name(name, ("E", "N"))
-    if found is None:
-        example = moe_config_file_name(128, 384, "NVIDIA_H200")
-        raise ValueError(f"{name!r} is not a block-FP8 MoE config file name like '{example}'")
-    (E, N), device_name, dtype, block_shape = found
+    example = moe_config_file_name(128, 384, "NVIDIA_H200")
+    (E, N), device_name, dtype, block_shape = parse_block_fp8_name(name, ("E", "N"), example)
     return Shape(N, 0, block_shape, (("E", E),)), device_name, dtype
 
 
