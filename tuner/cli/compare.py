@@ -227,8 +227,7 @@ def _print_shape(
         for t in p.times
     }
     rows = [[str(p.M), *(cells[p.M, n] for n in shown)] for p in points]
-    headers = [name + ("*" if name == marked else "") for name in shown]
-    columns = [Column("M"), *(Column(h) for h in headers)]
+    columns = [Column("M"), *(Column(name + ("*" if name == marked else "")) for name in shown)]
     print_table(console, columns, rows, title=f"N={N},K={K}, latency_us, {unit}")
     if marked in shown:
         plain(f"* vLLM's default kernel here: {default} (from {TABLE})")

@@ -235,7 +235,7 @@ class FamilyReport:
     Attributes:
         short_title: how labels name the family (e.g. "MoE"); "" names it by
             `KernelFamily.name`.
-        brief_shape: shape -> a short phrase for notes, e.g. "E=4 N=64"; None: "N=.. K=..".
+        brief_shape: shape -> a short phrase for notes, e.g. "E=4 N=64"; by default "N=.. K=..".
         label: shape -> the heading of its report section; None: the family, its params, N, K.
         anchor: shape -> the report section's id suffix, unique per device; None: from the
             family, params, N and K.
@@ -244,7 +244,7 @@ class FamilyReport:
     """
 
     short_title: str = ""
-    brief_shape: Callable[[Shape], str] | None = None
+    brief_shape: Callable[[Shape], str] = lambda shape: f"N={shape.N} K={shape.K}"
     label: Callable[[Shape], str] | None = None
     anchor: Callable[[Shape], str] | None = None
     roofline_gemm: Callable[[Shape, int], tuple[int, int, int]] | None = None
@@ -315,11 +315,8 @@ class KernelFamily:
         return f"{self.name}-{params}-{shape.N}x{shape.K}"
 
     def shape_brief(self, shape: Shape) -> str:
-        """A short phrase for a shape in notes (`FamilyReport.brief_shape`), by default
-        "N=.. K=.."."""
-        if self.report.brief_shape is not None:
-            return self.report.brief_shape(shape)
-        return f"N={shape.N} K={shape.K}"
+        """A short phrase for a shape in notes (`FamilyReport.brief_shape`)."""
+        return self.report.brief_shape(shape)
 
     # Doctor, verify and import (tuner.cli.doctor).
     advice: Callable[[Any, Any], None] | None = None

@@ -144,9 +144,7 @@ class KernelRunner:
         from tuner.kernels.accuracy import relative_error  # imports torch: after the pin
 
         torch = self._torch
-        out = torch.full(
-            self.workload.out_shape, float("nan"), dtype=self.out_dtype, device=self.device
-        )
+        out = torch.full_like(self._timed_out, float("nan"))
         try:
             self._launch(config, out=out)
             if self.on_gpu:
@@ -193,7 +191,7 @@ class KernelRunner:
         with self._torch.cuda.stream(self._stream):
             return sampler.sample_s() * 1e6
 
-    def _launch(self, config: KernelConfig, out=None):
+    def _launch(self, config: KernelConfig, out):
         return self.workload.launch(config, self.weights[0], out=out, out_dtype=self.out_dtype)
 
     def _launch_copy(self, config: KernelConfig, copy: int) -> None:
