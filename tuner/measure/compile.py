@@ -311,16 +311,11 @@ def _first_uses(
     Raises:
         ValueError: the shape lacks a dimension the family's launch needs (MoE: top_k).
     """
-    firsts: dict[KernelConfig, int] = {}
-    for M, config in by_m.items():
-        firsts.setdefault(config, M)
+    firsts = {config: M for M, config in sorted(by_m.items(), reverse=True)}  # smallest M wins
     shape_row = get_family(family).shapes.shape_row
     try:
         if shape_row is not None:
             shape_row(shape)  # every dimension the family tunes a shape by
     except KeyError as exc:  # a dimension the file's name does not carry (MoE: top_k)
-        raise ValueError(
-            f"the file's name does not give {exc.args[0]}, which the {family} kernel "
-            "is compiled for"
-        ) from None
+        raise ValueError(f"the file's name does not give {exc.args[0]}") from None
     return firsts
