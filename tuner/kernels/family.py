@@ -138,17 +138,13 @@ class Workload(Protocol):
     `weights()` rotated so that weights come from memory, as in serving.
     """
 
-    @property
-    def out_shape(self) -> tuple[int, ...]:
-        """The shape of a launch's output (e.g. C [M, N])."""
-        ...
-
     def weights(self) -> tuple[Any, ...]:
         """The weight tensors a launch reads (e.g. B [N, K] and its scales Bs)."""
         ...
 
     def reference(self, out_dtype: Any = None) -> Any:
-        """The float64 result the kernel approximates, of shape `out_shape`; a family whose
+        """The float64 result the kernel approximates, of the launch's output shape (e.g. C
+        [M, N]); a family whose
         launch stores intermediates in `out_dtype` (the fused-MoE experts) rounds them as the
         launch does."""
         ...

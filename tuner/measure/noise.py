@@ -170,10 +170,6 @@ class Sampler:
         batch = next(self._batches)
         return self.timer(functools.partial(self.run_batch, batch)) / self.plan.launches
 
-    def samples_s(self) -> list[float]:
-        """plan.samples samples in a row, seconds per launch each."""
-        return [self.sample_s() for _ in range(self.plan.samples)]
-
 
 def capture_graph(launches: Sequence[Callable[[], object]]) -> Any:
     """Capture launches into one `torch.cuda.CUDAGraph` to replay later.

@@ -132,7 +132,7 @@ class KernelRunner:
         self.reference = self.workload.reference(self.out_dtype)
         self.weights = [self.workload.weights()]  # copy 0 is the input weight itself
         # the output every timed launch writes into
-        self._timed_out = torch.empty(self.workload.out_shape, dtype=self.out_dtype, device=device)
+        self._timed_out = torch.empty_like(self.reference, dtype=self.out_dtype)
         self._samplers: OrderedDict[KernelConfig, noise.Sampler] = OrderedDict()
         # CUDA timing work runs on a side stream of its own, as torch asks before a capture;
         # `torch.cuda.stream(None)` does nothing on the interpreter.
@@ -182,7 +182,8 @@ class KernelRunner:
         """
         sampler = self._sampler(config)
         with self._torch.cuda.stream(self._stream):
-            return noise.percentiles([sample * 1e6 for sample in sampler.samples_s()])
+            samples = [sampler.sample_s() * 1e6 for _ in range(sampler.plan.samples)]
+        return noise.percentiles(samples)
 
     def sample_us(self, config: KernelConfig) -> float:
         """One more sample (microseconds per launch) of a config that passed `check`, for the

@@ -260,11 +260,6 @@ class MoeWorkload:
         x_q, x_scale, w1, w1_scale, w2, w2_scale, weights, ids = (t.to(device) for t in tensors)
         return cls(x_q, x_scale, w1, w1_scale, w2, w2_scale, weights, ids, block_shape)
 
-    @property
-    def out_shape(self) -> tuple[int, ...]:
-        """[M, K] of the layer's output."""
-        return tuple(self.x.shape)
-
     def weights(self) -> tuple[torch.Tensor, ...]:
         """(w1, w1_scale, w2, w2_scale): what a launch reads that serving does not keep in L2."""
         return (self.w1, self.w1_scale, self.w2, self.w2_scale)
