@@ -126,13 +126,8 @@ def advise(out: Diagnosis, asked: Asked) -> None:
 
 def _parse_shapes(rows: object, where: str, block_shape: tuple[int, int]) -> tuple[Shape, ...]:
     """A shapes file's `shapes = [[N, K], ...]`: one GEMM weight [N, K] each."""
-    pairs = int_rows(
-        rows,
-        where,
-        names=("N", "K"),
-        row_label="shape",
-        not_a_list="shapes must be a non-empty list of [N, K]",
-    )
+    not_a_list = "shapes must be a non-empty list of [N, K]"
+    pairs = int_rows(rows, where, names=("N", "K"), row_label="shape", not_a_list=not_a_list)
     return tuple(Shape(N, K, block_shape) for N, K in pairs)
 
 
