@@ -112,13 +112,10 @@ def _check_plan(plan: Planned, arch: int, pool, lines: list[str]) -> int:
     try:
         verdict = check_entries(
             item.configs,
+            item.shape,
             arch=arch,
             device_name=plan.target,
             pool=pool,
-            params=item.shape.params,
-            N=item.shape.N,
-            K=item.shape.K,
-            block_shape=item.shape.block_shape,
             family=item.family,
         )
     except Exception as exc:  # noqa: BLE001 - a broken compiler leaves the file unchecked
