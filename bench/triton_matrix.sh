@@ -2,8 +2,8 @@
 # The kernel, measure and end-to-end tests on each supported Triton other than CI's:
 # CI runs the default versions (torch 2.13.0 + the newest Triton the range allows); this runs
 # the same tests on Triton 3.6 (the GPU check host's) and 3.8 (what vLLM 0.33.0's torch 2.14
-# pins), each in its own venv outside the repo with torch 2.13.0 (CPU) and numpy < 2.4 (numpy 2.4
-# refuses the int() of a 1-element array that Triton < 3.8's interpreter makes).
+# pins), each in its own venv outside the repo with torch 2.13.0 (CPU) and numpy >= 2.4 (the GPU
+# machine has 2.5; Python 3.11 here gets 2.4, which already refuses what broke Triton 3.6).
 # Prints one summary line per Triton. About 1 min per version on 2 cores (pytest -n auto) once
 # its venv is built.
 #   bash bench/triton_matrix.sh                 # 3.6.0 and 3.8.0
@@ -22,7 +22,7 @@ for version in $TRITONS; do
       2>/dev/null; then
     rm -rf "$venv"
     python3 -m venv "$venv" && "$venv/bin/pip" install -q "torch==$TORCH" \
-      && "$venv/bin/pip" install -q "triton==$version" "numpy<2.4" \
+      && "$venv/bin/pip" install -q "triton==$version" "numpy>=2.4" \
       && "$venv/bin/pip" install -q -e ".[kernel,dev,postgres]" \
       || { echo "triton $version: venv build failed"; status=1; continue; }
   fi
