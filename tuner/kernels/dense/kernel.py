@@ -11,6 +11,7 @@ import triton.language as tl
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import why_invalid
+from tuner.kernels.interpreter import fix_interpreter_index
 
 
 @triton.jit
@@ -168,6 +169,7 @@ def w8a8_block_fp8_matmul(
     As2 = As.view(M, As.shape[-1])
     C2 = out.view(M, N)
     grid = (triton.cdiv(M, parsed.BLOCK_SIZE_M) * triton.cdiv(N, parsed.BLOCK_SIZE_N),)
+    fix_interpreter_index()  # Triton < 3.8's interpreter under numpy >= 2.4 only
     launched = w8a8_block_fp8_matmul_kernel if kernel is None else kernel
     launched[grid](
         A2, B, C2, As2, Bs,

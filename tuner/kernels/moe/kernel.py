@@ -11,6 +11,7 @@ import triton
 import triton.language as tl
 
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.interpreter import fix_interpreter_index
 from tuner.kernels.moe.space import effective_block_k, uses_swap_ab, why_invalid
 
 
@@ -267,6 +268,7 @@ def invoke_moe_gemm(
             EM = min(EM, T * top_k * parsed.BLOCK_SIZE_M)
     C2 = C.view(T * top_k, N)
     grid = (triton.cdiv(EM, parsed.BLOCK_SIZE_M) * triton.cdiv(N, parsed.BLOCK_SIZE_N),)
+    fix_interpreter_index()  # Triton < 3.8's interpreter under numpy >= 2.4 only
     launched = fused_moe_fp8_block_kernel if kernel is None else kernel
     launched[grid](
         A, B, C2, A_scale, B_scale,

@@ -18,6 +18,7 @@ import triton.language as tl
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.workload import FP8_MAX, dequantize
+from tuner.kernels.interpreter import fix_interpreter_index
 from tuner.kernels.moe.family import VLLM_MOE
 from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm
 from tuner.kernels.moe.space import (
@@ -160,6 +161,7 @@ def vllm_moe_gemm(
     Returns C."""
     A, A_scale, B, B_scale, C, topk_weights, sorted_ids, expert_ids, padded = operands
     compute_type = tl.bfloat16 if C.dtype == torch.bfloat16 else tl.float16
+    fix_interpreter_index()  # Triton < 3.8's interpreter under numpy >= 2.4 only
     importlib.import_module(module).dispatch_fused_moe_kernel(
         A,
         B,
