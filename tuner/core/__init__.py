@@ -1,9 +1,9 @@
-"""The project's facts, each defined once and imported from here: vLLM's config keys, trial
-and comparison statuses, output dtypes and the dtype label of FP8 file names, the device-name
-rule, a visible GPU and the resolved device, an A/B's client run, the M grids, Triton's major.minor, the
-geometric mean and an exception's one line (the kernel source hash is `tuner.core.hashing`'s,
-which the kernels import). Below every other package (`db` imports it too): the standard library and
-`packaging` only."""
+"""The project's facts, each defined once and imported from here: vLLM's config keys, trial and
+comparison statuses, output dtypes and the dtype label of FP8 file names, the device-name rule,
+a visible GPU and the resolved device, an A/B's client run, the M grids, Triton's major.minor,
+the geometric mean and an exception's one line (the kernel source hash is
+`tuner.core.hashing`'s, which the kernels import). Below every other package (`db` imports it
+too): the standard library and `packaging` only."""
 
 from __future__ import annotations
 

@@ -156,9 +156,5 @@ def resolve_device(
         raise ValueError(f"--device {exc}") from None
     if not (need_device and find_gpus is not None):
         return ResolvedDevice(key), None
-    note = (
-        f"note: no visible GPU matches --device {device} here (visible: {visible}): the sweep "
-        f"would stop with that error; this plan is for one {key}, one worker per matching GPU "
-        "where it runs (or --no-run there for `tuner worker`)"
-    )
-    return ResolvedDevice(key, visible_ids=(None,)), note
+    note = f"note: no visible GPU matches --device {device} here (visible: {visible})"
+    return ResolvedDevice(key, visible_ids=(None,)), f"{note}; planned for {key}"
