@@ -138,9 +138,8 @@ def from_log(
     _print_log(log, scan, tp)
     if not found:
         raise fail(
-            f"{log}: no 'Config file not found' warning of the W8A8 block-FP8 kernel in "
-            f"{scan.lines} lines: every shape had a file, the Triton kernel did not run, "
-            "or this is not a vLLM/SGLang server log",
+            f"{log}: no 'Config file not found' warning of the W8A8 block-FP8 kernel: every "
+            "shape had a file, the Triton kernel did not run, or it is no vLLM/SGLang log",
             1,
         )
     if save is not None:
