@@ -307,10 +307,7 @@ def save_shapes(
             no or out-of-range shapes, a malformed existing file (ShapesFileError).
     """
     if not MODEL_KEY_RE.fullmatch(model):
-        raise ValueError(
-            f"--save: {model!r} is not a model key (lower case letters, digits, "
-            "'.', '_', '-'; at most 64)"
-        )
+        raise ValueError(f"--save: {model!r} is not a model key (a-z, 0-9, '.', '_', '-')")
     if (resources.files("shapes") / f"{model}.toml").is_file():
         raise ValueError(f"--save: '{model}' is a packaged model; choose another name")
     unique = {name: tuple(dict.fromkeys(shapes)) for name, shapes in groups.items()}
