@@ -199,8 +199,7 @@ def test_an_moe_file_is_imported_with_its_e_once_checked_without_top_k_and_expor
             f"imported {name} for NVIDIA_L20 as 'vllm': 2 of vLLM's 18 M values: 1, 64; "
             "missing 2, 4, 8, 16, 24, 32, 48, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096; "
             "M=4096 runs the M=64 entry",
-            f"not checked {name}: compiling failed: the file's name does not give top_k, which "
-            "the moe kernel is compiled for",
+            f"not checked {name}: compiling failed: the file's name does not give top_k",
             "checked the entries for NVIDIA_L20 on sm89 (from the table of known GPUs, L20; "
             "101376 bytes of shared memory per block): 0 distinct config(s) compiled, 0 entries "
             "left out",

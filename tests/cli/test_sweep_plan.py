@@ -24,11 +24,7 @@ from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure.trial import TrialResult
 from tuner.run import gpus
 
-NOTE = (
-    "note: no visible GPU matches --device {0} here (visible: {1}): the sweep would stop with "
-    "that error; this plan is for one NVIDIA_{0}, one worker per matching GPU where it runs (or "
-    "--no-run there for `tuner worker`)"
-)
+NOTE = "note: no visible GPU matches --device {0} here (visible: {1}); planned for NVIDIA_{0}"
 
 
 def sweep(tmp_path, args: str, code: int | None = None):

@@ -49,10 +49,6 @@ class ToyWorkload:
         scales = ((torch.rand(2, 1, generator=gen) + 0.5) / 64).to(device)
         return cls(A, B, scales)
 
-    @property
-    def out_shape(self) -> tuple[int, int]:
-        return (self.A.shape[0], self.B.shape[0])
-
     def weights(self) -> tuple[Any, ...]:
         return (self.B,)
 

@@ -16,18 +16,16 @@ from typing import Annotated
 import typer
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.version import Version
 
 from tuner.cli.errors import fail
 from tuner.cli.options import TpOpt
 from tuner.cli.output import plain
-from tuner.files.provenance import installed_triton_minor
 from tuner.inputs.backends import linear_backend_value
 from tuner.inputs.devices import resolve_device
 from tuner.inputs.shapes import ModelShapes, ShapesFileError, UnknownModelError, load_shapes
 from tuner.kernels.gpus import known_capability
 from tuner.kernels.registry import FAMILIES
-from tuner.kernels.serving import TABLE, Asked, Diagnosis
+from tuner.kernels.serving import Asked, Diagnosis
 from tuner.kernels.source import PLACEHOLDER_FIX, vllm_triton_problem, vllm_version
 from tuner.kernels.vllm_table import (
     ARCH_BACKENDS,
@@ -63,7 +61,7 @@ def doctor(
     """GPUs, versions, the kernels vLLM runs by default on the architecture, and whether the
     tuned files are read and what makes them read. Exit 0 when tuning here will change what
     vLLM runs, 1 with the reason when it will not."""
-    found = _findings(arch, device, linear_backend, model, tp)
+    found = _findings(arch, *_asked(arch, device, linear_backend, model, tp))
     for line in found.lines:
         plain(line)
     for reason in found.reasons:
@@ -74,16 +72,11 @@ def doctor(
 
 
 def _findings(
-    arch: str | None,
-    device: str | None,
-    linear_backend: str | None,
-    model: str | None,
-    tp: int | None,
+    arch: str | None, device_name: str | None, asked: ModelShapes | None, triton: bool
 ) -> Diagnosis:
-    """The facts doctor prints: the options checked (`_asked`), the visible GPUs (which answer
-    what --arch and --device do not), the versions here, the vLLM installed here and what the
-    tuner's table says of the architecture (`advise`)."""
-    device_name, asked, triton = _asked(arch, device, linear_backend, model, tp)
+    """The facts doctor prints, given the options checked (`_asked`): the visible GPUs (which
+    answer what --arch and --device do not), the versions here, the vLLM installed here and
+    what the tuner's table says of the architecture (`advise`)."""
     versions = {name: _installed(name) for name in ("torch", "triton")}
     gpus = []
     if versions["torch"]:
@@ -151,10 +144,6 @@ def advise(
     capability, table_arch = capability_number(arch) or 0, arch_of(arch)
     table = next((a for a in ARCH_BACKENDS if a.arch == table_arch), None)
     if table is None or table_arch is None:
-        out.lines.append(
-            "dense block-FP8 linear: vLLM runs no FP8 block kernel (FP8 needs sm89 or newer) "
-            f"({TABLE})"
-        )
         out.reasons.append(f"{arch} has no FP8 dot: the block-FP8 kernels cannot run")
         return
     asked = Asked(arch, capability, table_arch, table, model, triton)
@@ -191,10 +180,10 @@ def _say_vllm(out: Diagnosis) -> None:
         f"vLLM {version}: requires triton {spec if spec is not None else 'unstated'}; "
         "a sweep here " + times
     )
-    here, wanted = installed_triton_minor(), spec_minor(spec) if spec else None
-    if wanted and here and wanted != here:
+    here = _installed("triton")
+    if spec and here and not SpecifierSet(spec).contains(here, prereleases=True):
         out.reasons.append(
-            f"triton {here} is installed but vLLM {version} runs with triton {wanted}: tune "
+            f"triton {here} is installed but vLLM {version} requires triton {spec}: tune "
             "inside the serving image"
         )
 
@@ -209,15 +198,6 @@ def triton_needed() -> str | None:
                 if requirement.name == "triton":
                     return str(requirement.specifier)
     return None
-
-
-def spec_minor(spec: str) -> str | None:
-    """The major.minor a version specifier pins ("~=3.8.0" -> "3.8"); None for none."""
-    try:
-        versions = [Version(item.version) for item in SpecifierSet(spec)]
-    except ValueError:
-        return None
-    return f"{versions[0].major}.{versions[0].minor}" if versions else None
 
 
 def _installed(name: str) -> str:

@@ -9,13 +9,13 @@ from collections.abc import Callable
 from sqlalchemy.exc import DBAPIError
 
 from db.repo import StoreUnavailable, is_transient
-from tuner.run.supervisor import interrupted, interrupted_exit
+from tuner.run.supervisor import interrupted
 
 
 def run_guarded(app: Callable[[], object]) -> None:
     """Run the Typer app (it reads sys.argv); a store that stayed unavailable (down, locked,
     full) or a transient store error is one line and exit 2; Ctrl-C exits 130, SIGTERM 143
-    (`tuner.run.supervisor.interrupted_exit`). A store error that is not transient is a bug:
+    (`tuner.run.supervisor.interrupted`). A store error that is not transient is a bug:
     its traceback."""
     try:
         app()
@@ -31,7 +31,7 @@ def run_guarded(app: Callable[[], object]) -> None:
             2,
         )
     except KeyboardInterrupt as exc:
-        _exit(interrupted(exc), interrupted_exit(exc)[0])
+        _exit(*interrupted(exc))
 
 
 def _exit(line: str, code: int) -> None:

@@ -103,6 +103,7 @@ def _check_plan(plan: Planned, arch: int, pool, lines: list[str]) -> int:
     try:
         verdict = check_entries(
             item.configs,
+            item.shape,
             arch=arch,
             device_name=plan.target,
             pool=pool,

@@ -206,13 +206,10 @@ class CandidateRunner(KernelRunner):
         kernel = self.library[candidate.backend]
         return kernel(inputs.A, inputs.As, B, Bs, self.out_dtype, block_shape)
 
-    def _launch(self, config, out=None):
+    def _launch(self, config, out):
         if config.config is not None:
             return super()._launch(config.config, out=out)
-        result = self._library(config, self.weights[0])
-        if out is not None:
-            out.copy_(result)
-        return result
+        return out.copy_(self._library(config, self.weights[0]))
 
     def _launch_copy(self, config, copy: int) -> None:
         if config.config is not None:

@@ -373,24 +373,21 @@ def plan(
     """
     by_key = {file.key: file for file in files.files}
     skipped = {item.key: item.reason for item in files.skipped}
-    planned, missing, reasons_of = [], [], []
+    planned, reasons = [], []
     for N, K in model_shapes.shapes:
         key = FamilyShape(DEFAULT_FAMILY, Shape(N, K, as_block_shape(model_shapes.block_shape)))
         if only is not None and (N, K) not in only:
             continue
         if key not in by_key:
-            reason = skipped.get(key, "no trials in the store")
-            reasons_of.append(f"{shape_label(N, K)}: {reason}")
-            missing.append(
-                f"{shape_label(N, K)}: no file ({reason}); vLLM runs its default config there"
-            )
+            reasons.append((shape_label(N, K), skipped.get(key, "no trials in the store")))
             continue
         configs = by_key[key].merged.configs
         m_points = check_points(configs, grids.get(key, ()))
         planned.append(PlannedShape(key.shape, configs, tuple(m_points)))
     if not planned and only is None:
         model = f"{model_shapes.model} TP {model_shapes.tp}"
-        raise ValueError(f"no file of {model} to check ({'; '.join(reasons_of)})")
+        raise ValueError(f"no file of {model} to check ({'; '.join(map(': '.join, reasons))})")
+    missing = [f"{s}: no file ({why}); vLLM runs its default config there" for s, why in reasons]
     return planned, missing
 
 

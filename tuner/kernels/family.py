@@ -92,13 +92,18 @@ def _name_re(dims: tuple[str, ...]) -> re.Pattern[str]:
 
 
 def parse_block_fp8_name(
-    name: str, dims: tuple[str, ...], dtypes: tuple[str, ...] = (FP8_DTYPE,)
-) -> tuple[tuple[int, ...], str, str, tuple[int, int]] | None:
+    name: str, dims: tuple[str, ...], example: str, dtypes: tuple[str, ...] = (FP8_DTYPE,)
+) -> tuple[tuple[int, ...], str, str, tuple[int, int]]:
     """(the values of `dims`, device_name, dtype, block_shape) of a `block_fp8_name` in either
-    engine's spelling; None when `name` is not one, or its dtype is not in `dtypes`."""
+    engine's spelling.
+
+    Raises:
+        ValueError: `name` is not one, or its dtype is not in `dtypes` (the message shows
+            `example`, a name of the family).
+    """
     match = _name_re(dims).fullmatch(name) if len(name) <= 512 else None
     if match is None or match["dtype"] not in dtypes or not is_device_name(match["device"]):
-        return None
+        raise ValueError(f"{name!r} is not a config file name like '{example}'")
     values = tuple(int(match[dim]) for dim in dims)
     return values, match["device"], match["dtype"], (int(match["bn"]), int(match["bk"]))
 
@@ -133,17 +138,13 @@ class Workload(Protocol):
     `weights()` rotated so that weights come from memory, as in serving.
     """
 
-    @property
-    def out_shape(self) -> tuple[int, ...]:
-        """The shape of a launch's output (e.g. C [M, N])."""
-        ...
-
     def weights(self) -> tuple[Any, ...]:
         """The weight tensors a launch reads (e.g. B [N, K] and its scales Bs)."""
         ...
 
     def reference(self, out_dtype: Any = None) -> Any:
-        """The float64 result the kernel approximates, of shape `out_shape`; a family whose
+        """The float64 result the kernel approximates, of the launch's output shape (e.g. C
+        [M, N]); a family whose
         launch stores intermediates in `out_dtype` (the fused-MoE experts) rounds them as the
         launch does."""
         ...
@@ -230,7 +231,7 @@ class FamilyReport:
     Attributes:
         short_title: how labels name the family (e.g. "MoE"); "" names it by
             `KernelFamily.name`.
-        brief_shape: shape -> a short phrase for notes, e.g. "E=4 N=64"; None: "N=.. K=..".
+        brief_shape: shape -> a short phrase for notes, e.g. "E=4 N=64"; by default "N=.. K=..".
         label: shape -> the heading of its report section; None: the family, its params, N, K.
         anchor: shape -> the report section's id suffix, unique per device; None: from the
             family, params, N and K.
@@ -239,7 +240,7 @@ class FamilyReport:
     """
 
     short_title: str = ""
-    brief_shape: Callable[[Shape], str] | None = None
+    brief_shape: Callable[[Shape], str] = lambda shape: f"N={shape.N} K={shape.K}"
     label: Callable[[Shape], str] | None = None
     anchor: Callable[[Shape], str] | None = None
     roofline_gemm: Callable[[Shape, int], tuple[int, int, int]] | None = None
@@ -310,11 +311,8 @@ class KernelFamily:
         return f"{self.name}-{params}-{shape.N}x{shape.K}"
 
     def shape_brief(self, shape: Shape) -> str:
-        """A short phrase for a shape in notes (`FamilyReport.brief_shape`), by default
-        "N=.. K=.."."""
-        if self.report.brief_shape is not None:
-            return self.report.brief_shape(shape)
-        return f"N={shape.N} K={shape.K}"
+        """A short phrase for a shape in notes (`FamilyReport.brief_shape`)."""
+        return self.report.brief_shape(shape)
 
     # Doctor, verify and import (tuner.cli.doctor).
     advice: Callable[[Any, Any], None] | None = None

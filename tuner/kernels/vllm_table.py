@@ -36,7 +36,6 @@ TRITON_KERNEL = "TritonFp8BlockScaledMMKernel"
 DEEPGEMM = "DeepGemmFp8BlockScaledMMKernel"
 CUTLASS = "CutlassFp8BlockScaledMMKernel"
 MARLIN = "MarlinFP8ScaledMMLinearKernel"
-HUMMING = "HummingFP8ScaledMMLinearKernel"
 # vLLM 0.33.0, vllm/utils/deep_gemm.py `_DEEPGEMM_BLACKWELL_EXCLUDED_MODEL_TYPES`: model types
 # DeepGEMM is turned off for, per Blackwell family (compute capability // 10 * 10).
 DEEPGEMM_OFF_ON_BLACKWELL: dict[str, tuple[int, ...]] = {

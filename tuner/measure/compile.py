@@ -23,11 +23,11 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-from tuner.core import OUT_DTYPES, TrialStatus
+from tuner.core import TrialStatus, error_line
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.gpus import KNOWN_GPUS, MAX_SHARED_BYTES, gpu_model
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
-from tuner.kernels.shape import Shape, as_block_shape
+from tuner.kernels.shape import Shape
 from tuner.kernels.vllm_table import capability_number
 from tuner.measure.trial import TrialResult
 
@@ -41,8 +41,6 @@ from tuner.measure.trial import TrialResult
 MAX_REGISTERS_PER_BLOCK = 64 * 1024
 # Registers are allocated per warp in units of 256 (CUDA occupancy calculator, from 5.0 on).
 REGISTER_UNIT = 256
-# Triton variables a pool process sets to read ptxas's log (see `_child_init`).
-_LOG_VARIABLES = ("TRITON_DUMP_PTXAS_LOG", "TRITON_ALWAYS_COMPILE")
 _PTXAS_REGISTERS = re.compile(r"Used (\d+) registers")
 _PTXAS_SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
@@ -122,29 +120,18 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 
 def _child_init() -> None:
-    """First in every pool process: no interpreter, quiet Triton, ptxas's log where safe.
+    """First in every pool process: no interpreter, quiet Triton, ptxas's log.
 
     TRITON_DUMP_PTXAS_LOG prints ptxas's `-v` log (registers, spills), TRITON_ALWAYS_COMPILE
-    compiles (and logs) even when Triton's cache has the binary; each only when it is not part of
-    the installed Triton's cache key (`get_cache_invalidating_env_vars`; neither is on Triton
-    3.6 or 3.9), so the binaries land under the key the measuring process computes.
+    (switched on per job by `compile_job`) compiles and logs even when Triton's cache has the
+    binary. Neither is part of Triton's cache key (`get_cache_invalidating_env_vars`, Triton
+    3.6 to 3.9), so the binaries land under the key the measuring process computes.
     """
     os.environ.pop("TRITON_INTERPRET", None)
     _exit_with_parent(os.getppid())
     warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION is unset")
-    try:
-        from triton._C.libtriton import get_cache_invalidating_env_vars
-
-        keyed = set(get_cache_invalidating_env_vars())
-    except ImportError:
-        keyed = set(_LOG_VARIABLES)
-    for name in _LOG_VARIABLES:
-        if name in keyed:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = "1"
-    if "TRITON_ALWAYS_COMPILE" in os.environ:
-        os.environ["TRITON_ALWAYS_COMPILE"] = "0"  # switched on per job by `compile_job`
+    os.environ["TRITON_DUMP_PTXAS_LOG"] = "1"
+    os.environ["TRITON_ALWAYS_COMPILE"] = "0"
 
 
 def compile_job(job: CompileJob) -> CompileInfo:
@@ -170,7 +157,7 @@ def compile_job(job: CompileJob) -> CompileInfo:
             )
         shared = int(kernel.metadata.shared)
     except Exception as exc:  # noqa: BLE001 - any compiler failure is this config's result
-        error = f"compile error: {type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
+        error = "compile error: " + error_line(exc, 500)
     text = log.getvalue()
     if error is None and (match := _PTXAS_REGISTERS.search(text)):
         registers = int(match.group(1))
@@ -202,13 +189,11 @@ def compile_infos(
     `firsts`) in `pool` (one of `workers` processes is made when None). No GPU needed.
 
     Raises:
-        ValueError: an architecture without known limits, or an unknown out_dtype.
+        ValueError: an architecture without known limits.
     """
     if arch not in MAX_SHARED_BYTES:
         known = ", ".join(f"sm{a}" for a in MAX_SHARED_BYTES)
         raise ValueError(f"no resource limits known for sm{arch}; known: {known}")
-    if out_dtype not in OUT_DTYPES:
-        raise ValueError(f"out_dtype must be bfloat16 or float16, got {out_dtype!r}")
     jobs = [CompileJob(c, arch, shape, M, out_dtype, family) for c, M in firsts.items()]
     executor = pool or compile_pool(workers)
     try:
@@ -273,15 +258,12 @@ class LaunchVerdict:
 
 def check_entries(
     configs: Mapping[int, Mapping[str, int]],
+    shape: Shape,
     *,
     arch: int,
     device_name: str,
-    N: int,
-    K: int,
-    block_shape: tuple[int, int] | None,
     pool: ProcessPoolExecutor | None = None,
     family: str = DEFAULT_FAMILY,
-    params: tuple[tuple[str, int], ...] = (),
 ) -> LaunchVerdict:
     """Compile each distinct config of a file for `arch` and say which entries cannot launch.
 
@@ -290,9 +272,9 @@ def check_entries(
 
     Args:
         configs: M -> entry as imported (entries with AMD keys are not checked).
+        shape, family: the file's shape and kernel family.
         arch: compute capability as an int; must be in MAX_SHARED_BYTES.
         device_name: named in the reasons.
-        N, K, block_shape, params, family: the file's shape and kernel family.
         pool: a `compile_pool` (one is made when None).
 
     Raises:
@@ -302,7 +284,6 @@ def check_entries(
     """
     unchecked = {M: _AMD_LINE for M in sorted(configs) if configs[M].keys() & _AMD_KEYS}
     by_m = {M: KernelConfig.from_dict(configs[M]) for M in sorted(configs) if M not in unchecked}
-    shape = Shape(N, K, as_block_shape(block_shape), params)
     firsts = _first_uses(by_m, shape, family)
     infos = compile_infos(
         firsts, arch=arch, shape=shape, out_dtype=CHECK_OUT_DTYPE, family=family, pool=pool
@@ -330,16 +311,11 @@ def _first_uses(
     Raises:
         ValueError: the shape lacks a dimension the family's launch needs (MoE: top_k).
     """
-    firsts: dict[KernelConfig, int] = {}
-    for M, config in by_m.items():
-        firsts.setdefault(config, M)
+    firsts = {config: M for M, config in sorted(by_m.items(), reverse=True)}  # smallest M wins
     shape_row = get_family(family).shapes.shape_row
     try:
         if shape_row is not None:
             shape_row(shape)  # every dimension the family tunes a shape by
     except KeyError as exc:  # a dimension the file's name does not carry (MoE: top_k)
-        raise ValueError(
-            f"the file's name does not give {exc.args[0]}, which the {family} kernel "
-            "is compiled for"
-        ) from None
+        raise ValueError(f"the file's name does not give {exc.args[0]}") from None
     return firsts

@@ -11,7 +11,6 @@ it is a frozen dataclass of plain values (it pickles for the spawn start method)
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 from collections import OrderedDict
@@ -21,7 +20,7 @@ from functools import partial
 from typing import Any, ClassVar
 
 import tuner
-from tuner.core import OUT_DTYPES, TrialStatus
+from tuner.core import OUT_DTYPES, TrialStatus, error_line
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import Shape, as_block_shape
@@ -75,15 +74,14 @@ def classify_error(exc: BaseException) -> TrialStatus:
 
     if isinstance(exc, errors.OutOfResources):
         return TrialStatus.OUT_OF_RESOURCES
-    if isinstance(exc, CompilationError | getattr(errors, "PTXASError", CompilationError)):
+    if isinstance(exc, CompilationError | errors.PTXASError):
         return TrialStatus.COMPILE_ERROR
     return TrialStatus.CRASHED
 
 
 def _failed(exc: BaseException, start: float | None = None) -> TrialResult:
-    error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
     took = None if start is None else time.perf_counter() - start
-    return TrialResult(classify_error(exc), error=error, measure_s=took)
+    return TrialResult(classify_error(exc), error=error_line(exc, 500), measure_s=took)
 
 
 class KernelRunner:
@@ -133,7 +131,8 @@ class KernelRunner:
         self.out_dtype = getattr(torch, problem.out_dtype)
         self.reference = self.workload.reference(self.out_dtype)
         self.weights = [self.workload.weights()]  # copy 0 is the input weight itself
-        self._timed_out: Any = None  # the output every timed launch writes into
+        # the output every timed launch writes into
+        self._timed_out = torch.empty_like(self.reference, dtype=self.out_dtype)
         self._samplers: OrderedDict[KernelConfig, noise.Sampler] = OrderedDict()
         # CUDA timing work runs on a side stream of its own, as torch asks before a capture;
         # `torch.cuda.stream(None)` does nothing on the interpreter.
@@ -145,9 +144,7 @@ class KernelRunner:
         from tuner.kernels.accuracy import relative_error  # imports torch: after the pin
 
         torch = self._torch
-        out = torch.full(
-            self.workload.out_shape, float("nan"), dtype=self.out_dtype, device=self.device
-        )
+        out = torch.full_like(self._timed_out, float("nan"))
         try:
             self._launch(config, out=out)
             if self.on_gpu:
@@ -185,7 +182,8 @@ class KernelRunner:
         """
         sampler = self._sampler(config)
         with self._torch.cuda.stream(self._stream):
-            return noise.percentiles([sample * 1e6 for sample in sampler.samples_s()])
+            samples = [sampler.sample_s() * 1e6 for _ in range(sampler.plan.samples)]
+        return noise.percentiles(samples)
 
     def sample_us(self, config: KernelConfig) -> float:
         """One more sample (microseconds per launch) of a config that passed `check`, for the
@@ -194,7 +192,7 @@ class KernelRunner:
         with self._torch.cuda.stream(self._stream):
             return sampler.sample_s() * 1e6
 
-    def _launch(self, config: KernelConfig, out=None):
+    def _launch(self, config: KernelConfig, out):
         return self.workload.launch(config, self.weights[0], out=out, out_dtype=self.out_dtype)
 
     def _launch_copy(self, config: KernelConfig, copy: int) -> None:
@@ -203,10 +201,6 @@ class KernelRunner:
         )
 
     def _ensure_copies(self, copies: int) -> None:
-        if self._timed_out is None:
-            self._timed_out = self._torch.empty(
-                self.workload.out_shape, dtype=self.out_dtype, device=self.device
-            )
         while len(self.weights) < copies:
             self.weights.append(tuple(tensor.clone() for tensor in self.weights[0]))
 
@@ -291,11 +285,13 @@ class Runner:
         name: the runner's name in the CLI and the registry ("cuda", "interpreter", "replay").
         device_name: vLLM's key of the device measured on, as the command resolved it.
         on_gpu: it measures on a CUDA GPU (one worker per GPU, each pinned to it).
+        reps: timed calls per trial on Triton's interpreter.
     """
 
     name: ClassVar[str]
     on_gpu: ClassVar[bool] = False
     device_name: str
+    reps: int = 3
 
     def pin(self, visible_device: str | None) -> None:
         """Set this worker's environment before the kernel is imported: CUDA_VISIBLE_DEVICES
@@ -331,8 +327,16 @@ class Runner:
         self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float, task_id: int = 0
     ) -> ProblemRunner:
         """What measures `problem`'s configs (seeded inputs; warm-up and timed seconds per
-        config on a GPU); `task_id` names the store's task for a runner that logs it."""
-        raise NotImplementedError
+        config on a GPU); `task_id` names the store's task for a runner that logs it. By
+        default a `KernelRunner` on the GPU, or on the interpreter with `reps` timed calls."""
+        return KernelRunner(
+            problem,
+            device="cuda" if self.on_gpu else "cpu",
+            seed=seed,
+            interpreter_reps=self.reps,
+            warmup_s=warmup_s,
+            rep_s=rep_s,
+        )
 
     def retime_rounds(self, rounds: int) -> int:
         """Interleaved rounds that re-time a task's finalists, given a GPU's `rounds`: those,
@@ -346,8 +350,7 @@ class Runner:
 
 
 def _driver_version() -> str:
-    if shutil.which("nvidia-smi") is None:
-        return ""
+    """The NVIDIA driver's version from nvidia-smi; "" without it."""
     query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i", "0"]
     try:
         return subprocess.run(query, capture_output=True, text=True, timeout=10).stdout.strip()
@@ -380,12 +383,6 @@ class GpuRunner(Runner):
             "driver": _driver_version(),
         }
 
-    def problem_runner(
-        self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float, task_id: int = 0
-    ) -> ProblemRunner:
-        """A `KernelRunner` on the GPU."""
-        return KernelRunner(problem, device="cuda", seed=seed, warmup_s=warmup_s, rep_s=rep_s)
-
 
 @dataclass(frozen=True)
 class InterpreterRunner(Runner):
@@ -404,20 +401,6 @@ class InterpreterRunner(Runner):
     def pin(self, visible_device: str | None) -> None:
         """TRITON_INTERPRET=1, before triton is imported (triton.jit reads it then)."""
         os.environ["TRITON_INTERPRET"] = "1"
-
-    def problem_runner(
-        self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float, task_id: int = 0
-    ) -> ProblemRunner:
-        """A `KernelRunner` on the interpreter, `reps` timed calls a trial (it takes the GPU's
-        warm-up and timing seconds too, as a test's stand-in runner reads them)."""
-        return KernelRunner(
-            problem,
-            device="cpu",
-            seed=seed,
-            interpreter_reps=self.reps,
-            warmup_s=warmup_s,
-            rep_s=rep_s,
-        )
 
     def retime_rounds(self, rounds: int) -> int:
         """As many rounds as timed calls per trial (at least 2): CPU timings, not a GPU's."""

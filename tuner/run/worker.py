@@ -580,17 +580,6 @@ class TaskRun:
         self.store_fenced(repo.record_decision, retimes=rows, decision=asdict(decision))
 
 
-def run_task(*args: Any, **kwargs: Any) -> None:
-    """Search one claimed task: `TaskRun(*args, **kwargs).run()` (its arguments are `TaskRun`'s).
-
-    Raises:
-        TaskLost: the task was taken from this worker; nothing more was recorded for it.
-        ContextLost: a config crashed on a GPU; its trial is recorded, the process must
-            restart.
-    """
-    TaskRun(*args, **kwargs).run()
-
-
 def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
     """Entry point of a worker process: let its runner set the process's environment
     (`Runner.pin`) before torch and triton are imported, then claim and run tasks until none
@@ -725,7 +714,7 @@ class _Worker:
         stopped = lease.heartbeat()
         try:
             try:  # a store error is never the task's: the task is run again
-                retry_store(lambda: run_task(*args, lease), url=spec.db_url)
+                retry_store(lambda: TaskRun(*args, lease).run(), url=spec.db_url)
             except (DBAPIError, PoolTimeoutError) as exc:  # not transient
                 raise StoreUnavailable(describe_store_error(exc, spec.db_url)) from exc
         except TaskLost:

@@ -157,7 +157,6 @@ def _bad_call(**changes: object) -> None:
         ),
         ({"config": {**default_config().as_dict(), "BLOCK_SIZE_N": 48}}, "BLOCK_SIZE_N=48"),
         ({"config": {"BLOCK_SIZE_M": 64}}, "config lacks"),
-        ({"out_dtype": torch.float32}, "out_dtype"),
     ],
 )
 def test_wrapper_rejects_bad_input(changes: dict[str, object], message: str) -> None:

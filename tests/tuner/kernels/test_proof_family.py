@@ -35,7 +35,7 @@ from tuner.kernels.shape import Shape
 from tuner.measure.runner import InterpreterRunner, KernelRunner, Problem
 from tuner.measure.trial import TrialStatus
 from tuner.run.plan import model_requests
-from tuner.run.worker import WorkerSpec, run_task
+from tuner.run.worker import TaskRun, WorkerSpec
 
 DEVICE = "TRITON_INTERPRETER"
 # The dense GEMM's key as before, and the toy's own: two shapes of one G (one sweep), one of
@@ -95,7 +95,7 @@ def _sweep(url: str, request) -> int:
             task = repo.claim_task(session, sweep_id=sweep_id, worker_id="w", lease_s=600)
         if task is None:
             break
-        run_task(engine, spec, task, environment_id, request.space)
+        TaskRun(engine, spec, task, environment_id, request.space).run()
     engine.dispose()
     return sweep_id
 

@@ -81,12 +81,9 @@ def _parse_file_name(name: str) -> tuple[Shape, str, str]:
     Raises:
         ValueError: the name is not a block-scaled W8A8 GEMM config file name.
     """
-    found = parse_block_fp8_name(name, ("N", "K"), DTYPES)
-    if found is None:
-        example = config_file_name(1024, 512, "NVIDIA_L20")
-        raise ValueError(f"{name!r} is not a config file name like '{example}'")
-    (N, K), device_name, dtype, block_shape = found
-    return Shape(N, K, block_shape), device_name, dtype
+    example = config_file_name(1024, 512, "NVIDIA_L20")
+    (N, K), device, dtype, block_shape = parse_block_fp8_name(name, ("N", "K"), example, DTYPES)
+    return Shape(N, K, block_shape), device, dtype
 
 
 # vLLM 0.33.0 reads dense files only from its package's quantization/utils/configs/
@@ -129,13 +126,8 @@ def advise(out: Diagnosis, asked: Asked) -> None:
 
 def _parse_shapes(rows: object, where: str, block_shape: tuple[int, int]) -> tuple[Shape, ...]:
     """A shapes file's `shapes = [[N, K], ...]`: one GEMM weight [N, K] each."""
-    pairs = int_rows(
-        rows,
-        where,
-        names=("N", "K"),
-        row_label="shape",
-        not_a_list="shapes must be a non-empty list of [N, K]",
-    )
+    not_a_list = "shapes must be a non-empty list of [N, K]"
+    pairs = int_rows(rows, where, names=("N", "K"), row_label="shape", not_a_list=not_a_list)
     return tuple(Shape(N, K, block_shape) for N, K in pairs)
 
 

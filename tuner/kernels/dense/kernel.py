@@ -9,13 +9,9 @@ import torch
 import triton
 import triton.language as tl
 
-from tuner import core
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import why_invalid
 from tuner.kernels.interpreter import fix_interpreter_index
-
-# The output dtypes (`tuner.core.OUT_DTYPES`) as torch's; the fused-MoE kernel's too.
-OUT_DTYPES: tuple[torch.dtype, ...] = tuple(getattr(torch, name) for name in core.OUT_DTYPES)
 
 
 @triton.jit
@@ -158,12 +154,10 @@ def w8a8_block_fp8_matmul(
         C: [..., N] of out_dtype (`out` itself if given).
 
     Raises:
-        ValueError: a config the kernel cannot run, or an out_dtype it does not write.
+        ValueError: a config the kernel cannot run.
     """
     group_n, group_k = block_shape
     parsed = KernelConfig.runnable(config, (group_n, group_k), why_invalid)
-    if out_dtype not in OUT_DTYPES:
-        raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
     N, K = B.shape
     M = A.numel() // K
     if out is None:
@@ -186,12 +180,7 @@ def w8a8_block_fp8_matmul(
         C2.stride(0), C2.stride(1),
         As2.stride(0), As2.stride(1),
         Bs.stride(1), Bs.stride(0),
-        BLOCK_SIZE_M=parsed.BLOCK_SIZE_M,
-        BLOCK_SIZE_N=parsed.BLOCK_SIZE_N,
-        BLOCK_SIZE_K=parsed.BLOCK_SIZE_K,
-        GROUP_SIZE_M=parsed.GROUP_SIZE_M,
-        num_warps=parsed.num_warps,
-        num_stages=parsed.num_stages,
+        **parsed.as_dict(),
     )
     return out
 

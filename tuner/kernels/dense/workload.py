@@ -86,11 +86,6 @@ class DenseWorkload:
         A, B, As, Bs = (tensor.to(device) for tensor in (A, B, As, Bs))
         return cls(A, B, As, Bs, (group_n, group_k))
 
-    @property
-    def out_shape(self) -> tuple[int, int]:
-        """[M, N] of the output C."""
-        return (self.A.shape[0], self.B.shape[0])
-
     def weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, Bs): what a launch reads that serving does not keep in L2."""
         return (self.B, self.Bs)

@@ -71,11 +71,8 @@ def _parse_file_name(name: str) -> tuple[Shape, str, str]:
         ValueError: not such a name; a per-tensor `dtype=fp8_w8a8.json` file (no block_shape)
             is out of scope and refused too.
     """
-    found = parse_block_fp8_name(name, ("E", "N"))
-    if found is None:
-        example = moe_config_file_name(128, 384, "NVIDIA_H200")
-        raise ValueError(f"{name!r} is not a block-FP8 MoE config file name like '{example}'")
-    (E, N), device_name, dtype, block_shape = found
+    example = moe_config_file_name(128, 384, "NVIDIA_H200")
+    (E, N), device_name, dtype, block_shape = parse_block_fp8_name(name, ("E", "N"), example)
     return Shape(N, 0, block_shape, (("E", E),)), device_name, dtype
 
 
@@ -91,13 +88,9 @@ def advise(out: Diagnosis, asked: Asked) -> None:
     """Doctor's lines: the fused-MoE backend vLLM runs by default and whether it reads the
     files."""
     say = out.lines.append
+    runs = "the first of its MoE backends that supports the GPU (not verified here for this arch)"
     if asked.table_arch in MOE_TRITON_ARCHS:
         runs = "Triton (fused_moe_kernel) by default with 128x128 weights and ep_size 1"
-    else:
-        runs = (
-            "the first of its MoE backends that supports the GPU (not verified here for this "
-            "architecture)"
-        )
     say(f"fused-MoE block-FP8: vLLM runs {runs} ({TABLE})")
     if asked.table_arch in MOE_TRITON_ARCHS:
         say(f"  files read: yes, from ${MOE_ENV} or vLLM's fused_moe/configs/")

@@ -33,7 +33,7 @@ def test_file_names_are_vllms_with_the_h200_rule_and_sglangs_without() -> None:
     assert gh200.startswith("E=8,N=64,device_name=NVIDIA_GH200_480GB,")
     parsed = MOE.files.parse_file_name(name.format("NVIDIA_H200", ", ").replace("128,N", "256,N"))
     assert parsed == (Shape(384, 0, (128, 128), (("E", 256),)), "NVIDIA_H200", "fp8_w8a8")
-    with pytest.raises(ValueError, match="not a block-FP8 MoE config file name"):
+    with pytest.raises(ValueError, match="not a config file name like .E=128,N=384"):
         MOE.files.parse_file_name("E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8.json")
 
 
