@@ -5,7 +5,7 @@ as a labelled source per device and shape, leaving out entries that cannot launc
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
@@ -108,7 +108,6 @@ def _check_plan(plan: Planned, arch: int, pool, lines: list[str]) -> int:
             device_name=plan.target,
             pool=pool,
             family=item.family,
-            **asdict(item.shape),
         )
     except Exception as exc:  # noqa: BLE001 - a broken compiler leaves the file unchecked
         lines.append(f"not checked {name}: compiling failed: {' '.join(str(exc).split())[:200]}")
