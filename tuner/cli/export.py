@@ -30,18 +30,12 @@ from tuner.kernels.registry import DEFAULT_FAMILY
 from tuner.kernels.shape import FamilyShape
 
 # The scope of the files or winners, shared by `export`, `winners`, `publish` and `verify`.
-AllowPartialOpt = Annotated[
-    bool, typer.Option(help="Also use files whose M grid is not fully tuned yet.")
-]
-OutDtypeOpt = Annotated[
-    OutDtype | None, typer.Option(help="Only trials with this output dtype [default: all].")
-]
+AllowPartialOpt = Annotated[bool, typer.Option(help="Also files of a partly tuned M grid.")]
+OutDtypeOpt = Annotated[OutDtype | None, typer.Option(help="This output dtype only [default: all]")]
 AllowStaleOpt = Annotated[
     bool, typer.Option("--allow-stale", help="Also trials of another kernel source or Triton.")
 ]
-NoPublishOpt = Annotated[
-    bool, typer.Option("--no-publish", help="Don't publish the files as a new release.")
-]
+NoPublishOpt = Annotated[bool, typer.Option("--no-publish", help="Make no new release.")]
 
 
 def publish_device(

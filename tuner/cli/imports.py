@@ -157,12 +157,8 @@ FilesArg = Annotated[
 LabelOpt = Annotated[
     str, typer.Option(help="Where the files come from; importing a label again replaces it.")
 ]
-DeviceOpt = Annotated[
-    str | None, typer.Option(help="Store for this device [default: the file name's].")
-]
-CheckOpt = Annotated[
-    bool, typer.Option(help="Leave out entries that cannot launch on the device (compiled here).")
-]
+DeviceOpt = Annotated[str | None, typer.Option(help="The device [default: the file name's].")]
+CheckOpt = Annotated[bool, typer.Option(help="Leave out entries that cannot launch there.")]
 
 
 def import_files(

@@ -35,18 +35,10 @@ from tuner.files.pull import (
 from tuner.inputs.backends import device_advice
 from tuner.kernels.source import vllm_version
 
-FormatOpt = Annotated[
-    MountFormat, typer.Option("--format", help="Mounts, or (-pull) a recipe that pulls first.")
-]
-ServerOpt = Annotated[
-    str | None, typer.Option(help="-pull: the tuner service's URL as the pods reach it.")
-]
-ReleaseOpt = Annotated[
-    int | None, typer.Option("--release", min=1, help="The release [default: the newest].")
-]
-HostDirOpt = Annotated[
-    str, typer.Option(help="The folder on the serving host that holds the exported files.")
-]
+FormatOpt = Annotated[MountFormat, typer.Option("--format", help="Mounts, or (-pull) a recipe.")]
+ServerOpt = Annotated[str | None, typer.Option(help="-pull: the service's URL as pods reach it.")]
+ReleaseOpt = Annotated[int | None, typer.Option("--release", min=1, help="[default: the newest]")]
+HostDirOpt = Annotated[str, typer.Option(help="The serving host's folder of the exported files.")]
 
 
 def mounts(
@@ -165,9 +157,7 @@ def server_url(server: str) -> str:
     return server.rstrip("/")
 
 
-PullServerOpt = Annotated[
-    str, typer.Option("--server", help="The tuner service's URL, e.g. http://tuner:8000.")
-]
+PullServerOpt = Annotated[str, typer.Option("--server", help="The service's URL (http://...).")]
 OutOpt = Annotated[Path, typer.Option(help="The folder to fill (the previous pull's files go).")]
 
 
