@@ -111,16 +111,16 @@ def publish_cmd(
     versions the files were tuned with, who and when. Files identical to the latest release's
     make no new release.
     """
-    store, device_name = device_store(db, device, read_only=False)
+    store, device_name = device_store(db, device)
     scope: dict[str, Any] = {"allow_partial": allow_partial, "allow_stale": allow_stale}
     scope["kernel"] = kernel
     scope["out_dtype"] = out_dtype and out_dtype.value
     publish_device(store, device_name, reason="tuner publish", required=True, **scope)
 
 
-def device_store(db: str | None, device: str, read_only: bool = True) -> tuple[Engine, str]:
+def device_store(db: str | None, device: str) -> tuple[Engine, str]:
     """The store (which must exist) and the device's key in it (`device_in_store`)."""
-    _, store = open_db(db, must_exist=True, read_only=read_only)
+    _, store = open_db(db, must_exist=True)
     with session_scope(store) as session:
         return store, device_in_store(session, device)
 
@@ -233,7 +233,7 @@ def winners(
     report (GET /devices/{device_name}/report). A device with imported files only has no
     winners: one line says so.
     """
-    _, store = open_db(db, must_exist=True, read_only=True)
+    _, store = open_db(db, must_exist=True)
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
         if device_name not in list_device_names(session):  # imported files only: no winner

@@ -23,7 +23,7 @@ def status(
     db: DbOpt = None,
 ) -> None:
     """Sweeps in the store with task and trial counts; with --sweep, that sweep's tasks."""
-    _, store = open_db(db, must_exist=True, read_only=True)
+    _, store = open_db(db, must_exist=True)
     with session_scope(store) as session:
         sweeps = list_sweeps(session)
         known = sweep in {s.sweep_id for s in sweeps}

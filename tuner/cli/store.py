@@ -5,7 +5,6 @@ looks up in it: the device --device names, a device's merged files."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import typer
@@ -97,46 +96,12 @@ def open_failed(exc: BaseException, url: str) -> typer.Exit:
     )
 
 
-def _read_only_or_refused(url: str, read_only: bool) -> str:
-    """The URL to open: for an existing SQLite store this process cannot write, its read-only
-    URL (one note line), or one error line where the command must write; else `url` itself.
-
-    A file that is not writable is opened `mode=ro`; a folder that is not writable (SQLite
-    could not create the `-wal` and `-shm` files there) `immutable=1`, which is safe only while
-    no `-wal` file holds commits: with one, `mode=ro` (SQLite reads a WAL store read-only when
-    its `-wal` and `-shm` exist; https://www.sqlite.org/wal.html#readonly).
-    """
-    path = sqlite_path(url)
-    if path is None or not path.exists():
-        return url
-    file = path.resolve()
-    folder_ok = os.access(file.parent, os.W_OK)
-    if os.access(file, os.W_OK) and folder_ok:
-        return url
-    what = "its folder" if os.access(file, os.W_OK) else "the file"
-    if not read_only:
-        raise fail(
-            f"store {path} is read-only ({what} is not writable) and this command "
-            "writes to it: make it writable or copy it (`tuner db backup`)"
-        )
-    line = f"note: store {path} is read-only ({what} is not writable): opened for reading only"
-    typer.echo(line, err=True)
-    wal = file.with_name(file.name + "-wal")
-    has_wal = wal.exists() and wal.stat().st_size > 0
-    mode = "immutable=1" if not folder_ok and not has_wal else "mode=ro"
-    return f"sqlite:///file:{file}?{mode}&uri=true"
-
-
-def open_db(
-    db: str | None, *, must_exist: bool = False, read_only: bool = False
-) -> tuple[str, Engine]:
+def open_db(db: str | None, *, must_exist: bool = False) -> tuple[str, Engine]:
     """(url, Engine) of the store, its schema checked (and created for a new store).
 
     Args:
         db: --db, or None for $TUNER_DB_URL / sqlite:///tuner.db.
         must_exist: the command only reads: refuse a SQLite file that does not exist.
-        read_only: the command only reads: a SQLite store this process cannot write is opened
-            read-only (one note line); without it such a store is refused.
 
     Raises:
         typer.Exit: one line, exit 2, when the store cannot be opened.
@@ -147,7 +112,6 @@ def open_db(
         raise fail(no_store_line(url))
     if path is not None and not path.parent.exists():
         typer.echo(f"note: created folder {path.parent} for the store", err=True)
-    url = _read_only_or_refused(url, read_only)
     try:
         return url, open_store(url)
     except SchemaError as exc:
@@ -173,7 +137,7 @@ def existing_store(db: str | None) -> tuple[str, Engine | None]:
             raise open_failed(exc, url) from None
         finally:
             store.dispose()
-    return open_db(url, must_exist=True, read_only=True)
+    return open_db(url, must_exist=True)
 
 
 def device_in_store(session, device: str) -> str:
