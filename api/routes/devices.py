@@ -242,7 +242,6 @@ def preview_zip(merged: PreviewDep, if_none_match: deps.IfNoneMatch = None) -> R
 def preview_file(
     file_name: deps.FileName,
     merged: PreviewDep,
-    settings: deps.SettingsDep,
     if_none_match: deps.IfNoneMatch = None,
 ) -> Response:
     """One merged file as the next publish would hold it, merged on this request.
@@ -252,7 +251,7 @@ def preview_file(
     another device, or a shape with no (complete) file (the detail lists the device's files);
     409 if the winners cannot be merged.
     """
-    device_name, query, read = merged
+    device_name, _, read = merged
     names = ", ".join(f.file_name for f in read.files.files) or "(none)"
     family, _, name = vllm_name(file_name, device_name, names)
 
@@ -270,10 +269,7 @@ def preview_file(
             )
     for s in read.files.skipped:
         if named(s.key):
-            partial = query.allows_partial(settings)
-            hint = "; ?partial=true serves what there is" if s.m_missing and not partial else ""
-            hint += read.stale_reason(s, HTTP_STALE_HINT)
-            raise HTTPException(404, detail=f"no file {name!r} yet: {s.reason}{hint}")
+            raise HTTPException(404, detail=f"no file {name!r} yet: {s.reason}")
     raise HTTPException(404, detail=f"no file {name!r} for {device_name}; files: {names}")
 
 
