@@ -123,7 +123,7 @@ def picks(url: str, landscape: Landscape) -> tuple[Picked, Picked, Picked, dict]
                 out_dtype=landscape.out_dtype,
                 family=DEFAULT_FAMILY,
             )
-            info = repo.get_sweep(session, sweep_id=1)
+            (info,) = repo.list_sweeps(session, sweep_id=1)
     finally:
         engine.dispose()
     fastest = {(r.N, r.K, r.M): KernelConfig.from_dict(r.config) for r in fastest_rows}

@@ -156,7 +156,7 @@ def list_devices(
     `shapes` and `tuned_with` empty and a `note` saying so. Devices are sorted by name, shapes by
     (N, K, block_shape), versions by trials (most first), imports by (N, K, block_shape, label).
     """
-    swept = set(repo.list_device_names(session))
+    swept = set(repo.known_device_names(session, swept=True))
     return [
         _device(session, name, name in swept, out_dtype, allow_stale)
         for name in repo.known_device_names(session)
@@ -381,7 +381,7 @@ def read_report(
     view = read_device(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale)
     comparisons = repo.list_comparisons(session, device_name=device_name, limit=1)
     imports = repo.list_imports(session, device_name=device_name)
-    swept = device_name in repo.list_device_names(session)
+    swept = device_name in repo.known_device_names(session, swept=True)
     return render_report(
         device_name,
         report_shapes(view),

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from sqlalchemy import Engine
 
-from db.repo import list_device_names, list_imports, session_scope
+from db.repo import known_device_names, list_imports, session_scope
 from tuner.cli.errors import fail
 from tuner.cli.options import (
     DbOpt,
@@ -236,7 +236,8 @@ def winners(
     _, store = open_db(db, must_exist=True)
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
-        if device_name not in list_device_names(session):  # imported files only: no winner
+        # imported files only: no winner
+        if device_name not in known_device_names(session, swept=True):
             files = imported_files_summary(list_imports(session, device_name=device_name))
             return plain(f"{device_name}: no winners, only imported files ({files})")
         view = read_device(

@@ -40,7 +40,7 @@ def status(
 
 
 def _print_sweeps(sweeps) -> None:
-    """One row per sweep (`db.views.SweepSummary`): its scope, task counts by state, trials ok."""
+    """One row per sweep (`db.work.SweepInfo`): its scope, task counts by state, trials ok."""
     columns = [Column("sweep"), Column("device", text=True), Column("model", text=True)]
     columns += [Column("TP"), Column("strategy", text=True), Column("tasks done")]
     columns += [Column("running", optional=True), Column("pending", optional=True)]
