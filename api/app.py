@@ -9,19 +9,20 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 import tuner
 from api.deps import RequestGuard, StoreHandle
-from api.metrics import CountDownloads, Metrics
+from api.metrics import CountDownloads, StoreCollector
 from api.routes import devices, index, mounts, releases, sweeps
 from api.settings import Settings
 from db.repo import SchemaError
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """The service (`app.state.settings`, `.store`, `.metrics` set); None reads the settings
+    """The service (`app.state.settings`, `.store`, `.registry` set); None reads the settings
     from the `TUNER_*` environment. Nothing connects to the store until a request needs it."""
     settings = settings if settings is not None else Settings()
     store = StoreHandle(settings.db_url)
@@ -39,9 +40,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         exception_handlers={SchemaError: store_fault, SQLAlchemyError: store_fault},
     )
-    app.state.settings, app.state.store, app.state.metrics = settings, store, Metrics(store)
+    registry = CollectorRegistry()
+    registry.register(StoreCollector(store))
+    app.state.settings, app.state.store, app.state.registry = settings, store, registry
     app.add_middleware(RequestGuard, settings=settings)
-    app.add_middleware(CountDownloads, metrics=app.state.metrics)  # outermost: every status
+    app.add_middleware(CountDownloads, registry=registry)  # outermost: every status
     for module in (index, devices, releases, sweeps, mounts):
         app.include_router(module.router)
     return app

@@ -1,6 +1,6 @@
 """Prometheus metrics of one app: downloads counted in-process, store totals read per scrape.
-Each app has its own `CollectorRegistry` (nothing global at import, so two apps in one process,
-as in tests, do not share counters)."""
+Each app has its own `CollectorRegistry` (api.app: nothing global at import, so two apps in one
+process, as in tests, do not share counters)."""
 
 from __future__ import annotations
 
@@ -53,27 +53,19 @@ class StoreCollector:
         )
 
 
-class Metrics:
-    """The app's registry: a download counter and the store collector."""
-
-    def __init__(self, store: StoreHandle) -> None:
-        self.registry = CollectorRegistry()
-        self.downloads = Counter(
-            "tuner_downloads",
-            "Config downloads served, by route and HTTP status",
-            labelnames=["route", "status"],
-            registry=self.registry,
-        )
-        self.registry.register(StoreCollector(store))
-
-
 class CountDownloads:
     """ASGI middleware that counts every answer of a download route (`DOWNLOAD_ROUTES`) by its
     status, the error handlers' 404, 422 and 503 too; an exception that escapes the app is
     counted as the 500 that Starlette then sends."""
 
-    def __init__(self, app: ASGIApp, *, metrics: Metrics) -> None:
-        self.app, self.metrics = app, metrics
+    def __init__(self, app: ASGIApp, *, registry: CollectorRegistry) -> None:
+        self.app = app
+        self.downloads = Counter(
+            "tuner_downloads",
+            "Config downloads served, by route and HTTP status",
+            labelnames=["route", "status"],
+            registry=registry,
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass one ASGI connection on, noting the status it answers with."""
@@ -90,4 +82,4 @@ class CountDownloads:
         finally:  # the router records the route it matched in the scope (FastAPI's APIRoute)
             label = DOWNLOAD_ROUTES.get(getattr(scope.get("route"), "path", None) or "")
             if label is not None:
-                self.metrics.downloads.labels(route=label, status=str(status)).inc()
+                self.downloads.labels(route=label, status=str(status)).inc()
