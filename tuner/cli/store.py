@@ -8,12 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from sqlalchemy import Engine, inspect, make_url
+from sqlalchemy import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
 from db.repo import (
     SchemaError,
-    connect,
     default_db_url,
     known_device_names,
     normalized_url,
@@ -121,22 +120,11 @@ def open_db(db: str | None, *, must_exist: bool = False) -> tuple[str, Engine]:
 
 
 def existing_store(db: str | None) -> tuple[str, Engine | None]:
-    """(url, Engine) of the store for a command that reads it and must not create it
-    (`tuner sweep --dry-run`); Engine None when there is no store yet (no SQLite file, a server
-    database without tables). A server that cannot be reached is refused in one line."""
+    """(url, Engine) of the store for a command that only reads it (`tuner sweep --dry-run`);
+    Engine None when there is no SQLite file yet (none is created)."""
     url = store_url(db)
     if sqlite_missing(url):
         return url, None
-    if make_url(url).get_backend_name() != "sqlite":
-        store = connect(url)
-        try:
-            with store.connect() as connection:
-                if not inspect(connection).get_table_names():
-                    return url, None
-        except Exception as exc:  # noqa: BLE001 - unreachable, login refused: one line
-            raise open_failed(exc, url) from None
-        finally:
-            store.dispose()
     return open_db(url, must_exist=True)
 
 
