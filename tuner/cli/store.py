@@ -33,14 +33,12 @@ PSYCOPG_INSTALL = 'pip install -e ".[postgres]" (or pip install "psycopg[binary]
 _DB = "--db (or TUNER_DB_URL)"
 
 
-def store_url(db: str | None, *, driver: bool = True) -> str:
+def store_url(db: str | None) -> str:
     """The store's URL: --db, else $TUNER_DB_URL, else sqlite:///tuner.db, with `postgres://`
     read as psycopg's (`db.connection.normalized_url`).
 
     Args:
         db: --db, or None.
-        driver: also check that the URL's driver is installed (False where the command never
-            connects, e.g. `tuner db backup`).
 
     Raises:
         typer.Exit: one line, exit 2: not a URL, a SQLite URL naming a host, a database other
@@ -60,8 +58,6 @@ def store_url(db: str | None, *, driver: bool = True) -> str:
             f"{_DB} {name}: the store is SQLite or PostgreSQL, not {parsed.drivername!r}: "
             f"{STORE_URL_FORMS}"
         )
-    if not driver:
-        return url
     try:  # what `create_engine` would raise as a traceback
         parsed.get_dialect().import_dbapi()
     except (NoSuchModuleError, ImportError) as exc:
@@ -106,11 +102,8 @@ def open_db(db: str | None, *, must_exist: bool = False) -> tuple[str, Engine]:
         typer.Exit: one line, exit 2, when the store cannot be opened.
     """
     url = store_url(db)
-    path = sqlite_path(url)
     if must_exist and sqlite_missing(url):
         raise fail(no_store_line(url))
-    if path is not None and not path.parent.exists():
-        typer.echo(f"note: created folder {path.parent} for the store", err=True)
     try:
         return url, open_store(url)
     except SchemaError as exc:
