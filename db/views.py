@@ -514,12 +514,6 @@ def trial_times(session: Session, *, device_name: str) -> list[TrialTimeRow]:
     return [TrialTimeRow(f, n, k, m, count, float(mean)) for f, n, k, m, count, mean in rows]
 
 
-def stored_trials(session: Session, *, sweep_key: str) -> int:
-    """Trials already stored for the sweep with this key (0 when there is none)."""
-    query = select(func.count()).select_from(Trial).join(Task).join(Sweep)
-    return int(session.scalar(query.where(Sweep.sweep_key == sweep_key)) or 0)
-
-
 def known_device_names(session: Session, *, swept: bool = False) -> list[str]:
     """The device_name keys the store knows a device by: those with a sweep, an import or a
     release (what a `--device` argument or a URL's device is matched against), or (`swept`) only

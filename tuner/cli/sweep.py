@@ -135,10 +135,8 @@ def _plan(requests: list, db: str | None, runner_name: str, workers: int, reps: 
     if store is not None:
         with repo.session_scope(store) as session:
             history = repo.trial_times(session, device_name=requests[0][0].device_name)
-            stored = [
-                repo.stored_trials(session, sweep_key=repo.sweep_key(request.sweep_spec()))
-                for request, _ in requests
-            ]
+            trials = {sweep.sweep_key: sweep.trials_total for sweep in repo.list_sweeps(session)}
+            stored = [trials.get(repo.sweep_key(r.sweep_spec()), 0) for r, _ in requests]
         store.dispose()
     return plan_lines(
         requests,
