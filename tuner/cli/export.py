@@ -151,7 +151,6 @@ def export(
         allow_partial=allow_partial,
         engine_name=engine_name,
         kernel=kernel,
-        hint="; pick one with --out-dtype",
     )
     result = read.explained()
     typer.echo(source_line(read, allow_stale), err=True)

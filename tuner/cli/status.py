@@ -26,9 +26,8 @@ def status(
     _, store = open_db(db, must_exist=True)
     with session_scope(store) as session:
         sweeps = list_sweeps(session)
-        known = sweep in {s.sweep_id for s in sweeps}
-        tasks = sweep_tasks(session, sweep_id=sweep) if sweep is not None and known else []
-    if sweep is not None and not known:
+        tasks = [] if sweep is None else sweep_tasks(session, sweep_id=sweep)
+    if sweep is not None and sweep not in {s.sweep_id for s in sweeps}:
         listed = ", ".join(str(s.sweep_id) for s in sweeps) or "none"
         raise fail(f"no sweep with id {sweep}; sweeps: {listed}")
     if sweep is not None:

@@ -132,20 +132,20 @@ def device_in_store(session, device: str) -> str:
 
 
 def store_files(
-    store: Engine, device_name: str, *, engine_name: str = "vllm", hint: str = "", **scope: Any
+    store: Engine, device_name: str, *, engine_name: str = "vllm", **scope: Any
 ) -> StoreFiles:
     """A device's files from the store (`tuner.files.device.device_files` with `scope`: its
     out_dtype, allow_stale, allow_partial and kernel; `engine_name` its engine), for `tuner
     export`, `verify` and `mounts`; the note on stale trials left out goes to stderr.
 
     Raises:
-        typer.Exit: the winners cannot be merged (one line, with `hint`, exit 2).
+        typer.Exit: the winners cannot be merged (one line, exit 2).
     """
     try:
         with session_scope(store) as session:
             read = device_files(session, device_name, engine=engine_name, **scope)
     except MergeError as exc:
-        raise fail(f"{exc}{hint}") from None
+        raise fail(str(exc)) from None
     note = read.view.scope.note(device_name)
     if note is not None:
         typer.echo(note, err=True)
