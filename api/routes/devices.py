@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import asdict
 from typing import Annotated, Any
 
@@ -78,8 +79,7 @@ def vllm_name(file_name: str, device_name: str, files: str) -> tuple[KernelFamil
     except ValueError as exc:
         raise HTTPException(404, detail=f"{exc}; files: {files}") from None
     if family.files.file_device(named) != family.files.file_device(device_name):
-        detail = f"{file_name!r} names device {named!r}, not {device_name!r}"
-        raise HTTPException(404, detail=detail)
+        raise HTTPException(404, f"{file_name!r} names device {named!r}, not {device_name!r}")
     return family, shape, family.files.file_name(shape, device_name, "vllm")
 
 
@@ -345,10 +345,10 @@ def import_file(
         sha256=parsed.sha256,
         configs=parsed.configs,
     )
-    try:  # as `tuner import` does: the device's files with this import are the next release
+    # As `tuner import` does: the device's files with this import are the next release; with
+    # nothing complete to publish yet, the import is kept all the same.
+    with suppress(NothingToPublish, MergeError):
         publish(session, target, reason="HTTP import")
-    except (NothingToPublish, MergeError):
-        pass  # nothing complete to publish yet; the import is kept all the same
     return imported_file(
         item, None if target == named else f"stored for {target}; the file is named for {named}"
     )

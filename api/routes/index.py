@@ -63,5 +63,4 @@ def read_metrics(request: Request) -> Response:
     `tuner_trials{status}`, `tuner_tasks{state}`, `tuner_sweeps`, `tuner_imports`,
     `tuner_store_up` and `tuner_downloads_total{route,status}`.
     """
-    registry = request.app.state.registry
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(request.app.state.registry), media_type=CONTENT_TYPE_LATEST)

@@ -44,8 +44,7 @@ def create_sweep(body: schemas.SweepCreate, session: SessionDep, response: Respo
     except (UnknownModelError, ValueError) as exc:
         raise HTTPException(422, detail=str(exc).strip("'\"")) from None
     try:  # a device of the store, else a GPU model's key as `tuner sweep --device` makes it
-        names = repo.known_device_names(session)
-        device_name = device_among(body.device_name, names, new=True)
+        device_name = device_among(body.device_name, repo.known_device_names(session), new=True)
     except ValueError as exc:
         raise HTTPException(422, detail=f"device_name {exc}") from None
     request = SweepRequest(
