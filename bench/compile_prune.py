@@ -2,8 +2,8 @@
 
     python bench/compile_prune.py                  # defaults below; writes bench/results/*.json
 
-No GPU needed: Triton compiles for the target on the CPU (tuner.measure.compile). A second run is
-answered from the compile cache; pass a fresh --cache-dir to time compiles again.
+No GPU needed: Triton compiles for the target on the CPU (tuner.measure.compile); every run
+compiles every config again (ptxas's log is read from a fresh compile).
 """
 
 from __future__ import annotations
@@ -25,21 +25,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
 from tuner.kernels.gpus import MAX_SHARED_BYTES  # noqa: E402
 from tuner.kernels.shape import Shape  # noqa: E402
-from tuner.measure.compile import (  # noqa: E402
-    CompileCache,
-    compile_infos,
-    launch_problem,
-)
+from tuner.measure.compile import compile_infos, launch_problem  # noqa: E402
 
 ARCHS = (89, 90)  # compute capabilities to compile for: Ada (L20, L40S), Hopper (H100, H200)
 N, K = 5120, 3072  # a Qwen3.8-27B TP2 shape (shapes/qwen3.8-27b.toml)
 # Any M divisible by 16 gives the same binary
-# (tuner.kernels.dense.space.specialization_key).
+# (bench/pipeline_quality.py's specialization_key).
 M = 4096
 BLOCK_SHAPE = (128, 128)  # [group_n, group_k] of the weight scales
 OUT_DTYPE = "bfloat16"  # what serving uses
 WORKERS = None  # compile processes; None: CPU count minus one
-CACHE_DIR = None  # compile cache folder; None: $TUNER_CACHE_DIR/compile or ~/.cache/...
 OUT_DIR = Path(__file__).resolve().parent / "results"  # where the JSON result goes
 
 
@@ -48,19 +43,16 @@ def main() -> None:
     parser.add_argument("--arch", type=int, action="append", help="repeat; default 89 and 90")
     parser.add_argument("--m", type=int, default=M)
     parser.add_argument("--workers", type=int, default=WORKERS)
-    parser.add_argument("--cache-dir", default=CACHE_DIR)
     parser.add_argument("--limit", type=int, default=None, help="only the first LIMIT configs")
     parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
     args = parser.parse_args()
     configs = vllm_space()[: args.limit]
-    cache = CompileCache(args.cache_dir)
     report = {
         "benchmark": "compile_prune",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": platform.node(),
         "cpu_count": os.cpu_count(),
         "versions": {name: metadata.version(name) for name in ("triton", "torch")},
-        "toolchain": cache.toolchain,
         "N": N,
         "K": K,
         "M": args.m,
@@ -71,12 +63,10 @@ def main() -> None:
     for arch in args.arch or ARCHS:
         start = time.perf_counter()
         infos = compile_infos(
-            configs,
+            dict.fromkeys(configs, args.m),
             arch=arch,
-            M=args.m,
             shape=Shape(N, K, BLOCK_SHAPE),
             out_dtype=OUT_DTYPE,
-            cache=cache,
             workers=args.workers,
         )
         wall_s = time.perf_counter() - start

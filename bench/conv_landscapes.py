@@ -31,9 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.landscape_file import landscape_from_results, landscape_json  # noqa: E402
 from tuner.core import TrialStatus  # noqa: E402
 from tuner.kernels.dense.space import vllm_space  # noqa: E402
-from tuner.measure.landscape import landscape_from_results  # noqa: E402
 from tuner.measure.trial import TrialResult  # noqa: E402
 
 GPUS = {1: "A100", 2: "A4000", 3: "A6000", 4: "MI250X", 5: "W6600", 6: "W7800"}  # N -> file
@@ -143,7 +143,7 @@ def build(
 
 def write(landscape, out: Path) -> None:
     """Write the landscape to `out` and say how many of its configs are runnable."""
-    out.write_text(landscape.to_json())
+    out.write_text(landscape_json(landscape))
     rows = sum(len(trials) for trials in landscape.problems.values())
     print(
         f"wrote {out}: {len(landscape.problems)} problems, {rows} runnable configs of "

@@ -216,7 +216,7 @@ dry_checks() {
   env -u TRITON_INTERPRET python3 -c "import sqlalchemy, alembic, fastapi, uvicorn, optuna, \
 pydantic, pydantic_settings, typer, rich, numpy, threadpoolctl, prometheus_client, pytest
 import db.connection, db.repo, api.app, tuner.cli.app, tuner.run.worker, tuner.run.supervisor
-import tuner.measure.runner, tuner.measure.compile, tuner.measure.roofline, tuner.compare.verify
+import tuner.measure.runner, tuner.measure.compile, tuner.measure.roofline, tuner.compare.versus
 import tuner.compare.backends, tuner.kernels.dense.kernel, tuner.kernels.dense.workload
 import tuner.kernels.moe.kernel, tuner.kernels.moe.workload, tuner.search.guided
 print('imports ok: sqlalchemy', sqlalchemy.__version__, 'fastapi', fastapi.__version__, \
@@ -236,7 +236,7 @@ print('imports ok: sqlalchemy', sqlalchemy.__version__, 'fastapi', fastapi.__ver
 sweep:--device --model --tp --m --strategy --trials --no-publish --db
 export:--device --out --allow-partial
 winners:--device
-verify:--device --model --tp --m --allow-partial
+verify:--device --model --tp --allow-partial
 compare:--device --model --tp --m
 doctor:--arch
 LIST
@@ -309,7 +309,7 @@ if [ "$SWEEP" = 1 ]; then
 '$DEVICE' --out '$WORK/configs' --allow-partial && python3 -m zipfile -c '$OUT/configs.zip' \
 '$WORK/configs' && python3 -m tuner.cli winners --device '$DEVICE'"
   step "verify qwen3.8-27b TP2" "$LIMIT_VERIFY" python3 -m tuner.cli verify --device "$DEVICE" \
-    --model qwen3.8-27b --tp 2 --m "$M_VALUES" --allow-partial
+    --model qwen3.8-27b --tp 2 --allow-partial
   step "compare qwen3.8-27b TP2, M=$COMPARE_M" "$LIMIT_COMPARE" python3 -m tuner.cli compare \
     --device "$DEVICE" --model qwen3.8-27b --tp 2 --m "$COMPARE_M"
 fi

@@ -32,9 +32,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.landscape_file import landscape_from_results, landscape_json  # noqa: E402
 from tuner.core import TrialStatus  # noqa: E402
 from tuner.kernels.dense.space import vllm_space  # noqa: E402
-from tuner.measure.landscape import landscape_from_results  # noqa: E402
 from tuner.measure.trial import TrialResult  # noqa: E402
 
 GPUS = {1: "RTX_2080_Ti", 2: "RTX_3090", 3: "RTX_Titan"}  # N -> cache file stem
@@ -196,7 +196,7 @@ def main() -> None:
     for mapping in MAPPINGS:
         landscape = build(mapping, caches)
         out = args.out_dir / f"kt_gemm_{mapping}.json"
-        out.write_text(landscape.to_json())
+        out.write_text(landscape_json(landscape))
         rows = sum(len(trials) for trials in landscape.problems.values())
         print(
             f"wrote {out}: {len(landscape.problems)} problems, {rows} runnable configs of "

@@ -16,6 +16,7 @@ from statistics import geometric_mean, median_high
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.landscape_file import optimum  # noqa: E402
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family  # noqa: E402
 from tuner.kernels.shape import Shape  # noqa: E402
 from tuner.measure.landscape import Landscape, RecordedTimings, load_landscape  # noqa: E402
@@ -28,7 +29,7 @@ def landscape_stats(landscape: Landscape, fractions: list[float]) -> tuple[list[
     default_config = get_family(DEFAULT_FAMILY).default_config
     rows, speedups, nearest = [], [], []
     for (n, k, m), trials in sorted(landscape.problems.items()):
-        best = RecordedTimings(trials).optimum()
+        best = optimum(RecordedTimings(trials))
         if best is None:
             continue
         optimum_us = best[1].ok_latency_us

@@ -40,6 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
+from compiled import compile_launch  # noqa: E402 - bench/compiled.py
 from vllm_moe_host import (  # noqa: E402 - vLLM's own code, cut out of its files
     BLOCK_SHAPE,
     Capture,
@@ -48,8 +49,6 @@ from vllm_moe_host import (  # noqa: E402 - vLLM's own code, cut out of its file
     vllm_launch,
     vllm_routing,
 )
-
-from tuner.kernels.target import compile_launch  # noqa: E402 - the compile tuner doctor uses
 
 ARCHS = (90, 89, 100)  # Hopper (H100, H200), Ada (L20, L40S), Blackwell (B200)
 # (label, E, N = per-rank intermediate size, K = hidden size, top_k, M tokens): shapes/*.toml.
@@ -120,7 +119,7 @@ def ours_call(launch: dict, routing: tuple, config: dict, arch: int | None) -> t
 def compile_call(fn, arch: int, call: tuple[tuple, dict]) -> dict:
     """Specialize `fn` for (args, kwargs) with Triton's launcher binding, compile for the arch,
     and return shared bytes, registers, spills and the PTX opcode counts
-    (`tuner.kernels.target.compile_launch`, the compile tuner doctor uses)."""
+    (`compile_launch`, bench/compiled.py)."""
     args, kwargs = call
     compiled = compile_launch(fn, arch, args, kwargs)
     return {
@@ -142,7 +141,7 @@ def pick_configs(count: int) -> list[dict]:
         config = default_config(M, BLOCK_SHAPE).as_dict()
         if config not in picked:
             picked.append(config)
-    space = [c.as_dict() for c in vllm_space(BLOCK_SHAPE)]
+    space = [c.as_dict() for c in vllm_space()]
     draw = random.Random(SEED)
     for block_m in VLLM_AXES["BLOCK_SIZE_M"]:
         fitting = [
@@ -293,7 +292,7 @@ INTERP_ARCHS = (None, 90)  # no GPU (no SWAP_AB), and SWAP_AB where the config t
 def interpreter_check(vllm_file: Path) -> dict:
     """Both kernels, each launched by its own host code, on the same inputs under
     TRITON_INTERPRET=1 (set before Triton is imported): both GEMMs of INTERP_CASES, for each of
-    INTERP_ARCHS as the architecture the host code sees, inputs from `make_moe_inputs` (seed M),
+    INTERP_ARCHS as the architecture the host code sees, inputs from `MoeWorkload.make` (seed M),
     the routing as vLLM's `_prepare_expert_assignment` makes it (the fourth case is naive
     assignment), the down GEMM on a seeded standard-normal activation quantized per 1 x 128
     group; C starts filled with 7 in both, so rows neither writes compare too. The third case
@@ -306,15 +305,18 @@ def interpreter_check(vllm_file: Path) -> dict:
     """
     import torch
 
+    from tuner.kernels.moe.family import expert_shape
     from tuner.kernels.moe.kernel import invoke_moe_gemm
-    from tuner.kernels.moe.workload import make_moe_inputs, quantize_groups
+    from tuner.kernels.moe.workload import MoeWorkload, quantize_groups
 
     vllm = load_vllm(vllm_file)
     rows = []
     for arch in INTERP_ARCHS:
         vllm.platform.arch = arch
         for M, E, N, K, top_k, config, foreign in INTERP_CASES:
-            inputs = make_moe_inputs(M, E, N, K, top_k, BLOCK_SHAPE, seed=M, device="cpu")
+            inputs = MoeWorkload.make(
+                expert_shape(E, N, K, top_k, BLOCK_SHAPE), M, seed=M, device="cpu"
+            )
             sorted_ids, expert_ids, padded = vllm_routing(vllm, inputs.topk_ids, config, E)
             if foreign:
                 expert_ids = expert_ids.clone()

@@ -47,6 +47,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.landscape_file import optimum  # noqa: E402
 from tuner.core import CONFIG_KEYS  # noqa: E402
 from tuner.kernels.config import KernelConfig  # noqa: E402
 from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
@@ -345,7 +346,7 @@ def run_job(job: tuple[str, str, str, int, int]) -> dict:
             evaluations += len(history)
             winner = best(history)
             ratios[f"{n},{k},{m}"] = (
-                0.0 if winner is None else (runner.optimum()[1].latency_us / winner[1].latency_us)
+                0.0 if winner is None else (optimum(runner)[1].latency_us / winner[1].latency_us)
             )
             if winner is not None:
                 found.append((n, k, m, winner[0]))

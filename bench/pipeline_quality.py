@@ -36,8 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.landscape_file import landscape_json, optimum  # noqa: E402
 from tuner.kernels.config import KernelConfig  # noqa: E402
-from tuner.kernels.dense.space import default_config, specialization_key  # noqa: E402
+from tuner.kernels.dense.space import default_config  # noqa: E402
 from tuner.measure.landscape import Landscape, load_landscape  # noqa: E402
 
 LANDSCAPE = ROOT / "bench" / "landscapes" / "synthetic_sm90.json"
@@ -57,7 +58,7 @@ def score(landscape: Landscape, picked: Picked) -> dict[str, float]:
     ratios = []
     for key in sorted(landscape.problems):
         runner = landscape.runner(*key)
-        _, best = runner.optimum()
+        _, best = optimum(runner)
         chosen = runner.evaluate(picked[key])
         ratios.append(best.latency_us / chosen.latency_us if chosen.ok else 0.0)
     positive = min(ratios) > 0
@@ -142,6 +143,23 @@ def picks(url: str, landscape: Landscape) -> tuple[Picked, Picked, Picked, dict]
     return fastest, decided, shipped, {"strategy": info.strategy, "trials": info.budget}
 
 
+def int_class(value: int) -> str:
+    """How Triton's launcher specializes an integer argument (JITFunction's specialization,
+    triton/runtime/jit.py): equal to 1, divisible by 16, or neither; i64 past int32."""
+    kind = "1" if value == 1 else ("d16" if value % 16 == 0 else "any")
+    return kind if -(2**31) <= value < 2**31 else kind + ":i64"
+
+
+def specialization_key(M: int, N: int, K: int, block_shape: tuple[int, int]) -> str:
+    """The part of a dense launch (M, N, K, block_shape) that selects a different binary: each
+    integer argument (M, N, K, group_n, group_k and the strides, which equal K, N or
+    ceil(K / group_k)) by `int_class`; so M = 1, M % 16 == 0 and other M are three binaries of
+    one shape."""
+    group_n, group_k = block_shape
+    values = {"M": M, "N": N, "K": K, "gn": group_n, "gk": group_k, "kg": -(-K // group_k)}
+    return ",".join(f"{name}={int_class(value)}" for name, value in values.items())
+
+
 def sweep_cost(url: str, device_name: str) -> dict[str, int]:
     """What the sweeps of `device_name` in the store at `url` cost.
 
@@ -192,7 +210,7 @@ def full_grid_landscape(folder: Path) -> Path:
     spec.loader.exec_module(model)
     landscape = model.build(load_shapes(MODEL, TP).pairs(), VLLM_M_GRID, model.SEED)
     path = folder / "full_grid.json"
-    path.write_text(landscape.to_json())
+    path.write_text(landscape_json(landscape))
     return path
 
 

@@ -15,7 +15,7 @@
 #   pip_check; facts (bench/real_vllm_facts.py: the stand-in's and the table's facts against
 #   the installed vLLM); doctor_sm89, doctor_sm90, doctor_sm100 (`tuner doctor --arch`, exit 0
 #   or 1 are both answers), doctor_sm90_real_triton (with CUDA_VISIBLE_DEVICES="", under which
-#   vLLM keeps the real Triton, so doctor compiles vLLM's kernels beside the builtin ones);
+#   vLLM keeps the real Triton, so doctor names vLLM's kernels as those a sweep would time);
 #   interpreter sweeps of tiny (dense) and tiny-moe (MoE) with --kernel vllm (on a host without
 #   an active GPU driver: its refusal, exit 2, is the answer), --kernel vllm under
 #   CUDA_VISIBLE_DEVICES="", --kernel auto and --kernel builtin (each must publish its files);
@@ -169,7 +169,7 @@ done
 
 step compare "$STEP_S" 0 "^(note|tuned|\* vLLM|vLLM's|not timed|--linear-backend|  M=|stored)" \
     -- "$TUNER" compare --device interpreter --model tiny --m 1 --rounds 2 \
-    --interpreter-reps 1 --db "sqlite:///$WORK/tiny_builtin.db"
+    --db "sqlite:///$WORK/tiny_builtin.db"
 
 # --- the fidelity benches against the venv's vLLM files -----------------------------------------
 if step vllm_equivalence "$STEP_S" 0 "same code|hashes|wrote" -- "$PY" bench/vllm_equivalence.py \

@@ -6,7 +6,8 @@ rest on, checked against an installed vLLM, without a GPU: run with that vLLM's 
 Checks, one line each ("ok: ..." or "FAIL: ..."), exit 1 when one fails:
 - the 8 block-FP8 kernel classes of `_POSSIBLE_FP8_BLOCK_KERNELS[CUDA]` and their order, as
   `tuner.kernels.vllm_table.FP8_BLOCK_KERNELS` lists them, and after vLLM's own reordering
-  (`_resolve_backend_kernels`) at compute capability 89 and 90, as `block_kernel_order` gives;
+  (`_resolve_backend_kernels`) at compute capability 89 and 90, as `block_kernel_order` (here)
+  gives;
 - DeepGEMM's `can_implement` refuses a layer under a vLLM config without a model config, and
   gets past its model checks under a model config view carrying the model type (on a host
   without a GPU it then stops at the hardware check);
@@ -47,11 +48,29 @@ def _parameters(node: ast.FunctionDef) -> list[tuple[str, bool, str | None]]:
     ]
 
 
+# vLLM 0.33.0, model_executor/layers/quantization/utils/humming/priority.py
+# (`_HUMMING_PREFERRED_CAPABILITIES`): on these compute capabilities vLLM moves Humming directly
+# ahead of Marlin before walking the list (`prioritize_humming`, from `_resolve_backend_kernels`).
+HUMMING_FIRST_CAPABILITIES = (90,)
+
+
+def block_kernel_order(capability: int | None) -> tuple[str, ...]:
+    """The block-FP8 kernel classes in the order vLLM 0.33.0 tries them on a compute capability
+    (90 for sm90): `FP8_BLOCK_KERNELS` with Humming moved directly ahead of Marlin on
+    `HUMMING_FIRST_CAPABILITIES`; None (unknown) keeps the listed order."""
+    from tuner.kernels.vllm_table import FP8_BLOCK_KERNELS, HUMMING, MARLIN
+
+    names = [name for name, _ in FP8_BLOCK_KERNELS]
+    if capability in HUMMING_FIRST_CAPABILITIES:
+        names.insert(names.index(MARLIN), names.pop(names.index(HUMMING)))
+    return tuple(names)
+
+
 def kernel_list() -> None:
     from vllm.model_executor.kernels import linear
     from vllm.platforms import PlatformEnum
 
-    from tuner.kernels.vllm_table import FP8_BLOCK_KERNELS, block_kernel_order
+    from tuner.kernels.vllm_table import FP8_BLOCK_KERNELS
 
     listed = [k.__name__ for k in linear._POSSIBLE_FP8_BLOCK_KERNELS[PlatformEnum.CUDA]]
     check(

@@ -18,6 +18,7 @@ import typer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.landscape_file import landscape_from_results, landscape_json  # noqa: E402
 from db import repo  # noqa: E402
 from db.repo import DeviceTrialRow, session_scope  # noqa: E402
 from tuner.cli.errors import fail  # noqa: E402
@@ -28,7 +29,7 @@ from tuner.core import OutDtype, TrialStatus  # noqa: E402
 from tuner.kernels.config import KernelConfig  # noqa: E402
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family  # noqa: E402
 from tuner.kernels.shape import block_shape_text, block_sort_key  # noqa: E402
-from tuner.measure.landscape import Landscape, landscape_from_results  # noqa: E402
+from tuner.measure.landscape import Landscape  # noqa: E402
 from tuner.measure.trial import TrialResult  # noqa: E402
 
 
@@ -155,7 +156,7 @@ def landscape_record(
         typer.echo(f"note: {note}", err=True)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(landscape.to_json(), encoding="utf-8")
+        out.write_text(landscape_json(landscape), encoding="utf-8")
     except OSError as exc:
         raise fail(f"cannot write {out}: {exc.strerror or exc}") from None
     trials = sum(len(problem) for problem in landscape.problems.values())

@@ -29,7 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tuner.kernels.config import KernelConfig
+from bench.landscape_file import optimum  # noqa: E402
+from tuner.kernels.config import KernelConfig  # noqa: E402
 from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
 from tuner.measure.landscape import Landscape, load_landscape  # noqa: E402
 from tuner.search.base import best  # noqa: E402
@@ -72,9 +73,9 @@ def run_job(job: tuple[str, str, int, int, str]) -> dict:
         timings[(n, k, m)] = [(c, r.latency_us) for c, r in history if r.ok]
         evaluations += len(history)
         winner = best(history)
-        optimum = runner.optimum()
+        fastest = optimum(runner)
         ratios[f"{n},{k},{m}"] = (
-            0.0 if winner is None else (optimum[1].latency_us / winner[1].latency_us)
+            0.0 if winner is None else (fastest[1].latency_us / winner[1].latency_us)
         )
         if winner is not None:
             found.append((n, k, m, winner[0]))

@@ -28,9 +28,9 @@ from tests.cli.robust import run_tuner, write_landscape  # noqa: E402
 from tests.cli.test_robust_store_faults import (  # noqa: E402
     SMALL,
     TRIALS,
+    all_rows,
     start_slow_sweep,
     store_args,
-    store_rows,
     wait_inside_a_trial,
 )
 from tests.pgserver import PrivatePostgres  # noqa: E402
@@ -52,7 +52,11 @@ def one_run(case: str, folder: Path) -> dict:
             pages = connection.execute("PRAGMA page_count").fetchone()[0]
         codes.append(
             run_tuner(
-                *args, cwd=folder, TUNER_STORE_TIMEOUT_S="2", TUNER_TEST_SQLITE_MAX_PAGES=str(pages)
+                *args,
+                cwd=folder,
+                code=2,  # the full disk stops the sweep
+                TUNER_STORE_TIMEOUT_S="2",
+                TUNER_TEST_SQLITE_MAX_PAGES=str(pages),
             ).returncode
         )
         codes.append(run_tuner(*args, cwd=folder).returncode)
@@ -79,7 +83,7 @@ def one_run(case: str, folder: Path) -> dict:
                 run_tuner(*store_args(folder, url), cwd=folder, TUNER_LEASE_S="2").returncode
             )
         expected = TRIALS
-    rows = store_rows(url)
+    rows = all_rows(url)
     if pg is not None:
         pg.destroy()
     states = dict(rows["states"])
@@ -88,7 +92,8 @@ def one_run(case: str, folder: Path) -> dict:
         "exit_codes": codes,
         "trials_expected": expected,
         "trials_found": len(rows["trials"]),
-        "duplicates": len(rows["trials"]) - rows["distinct"][0][0],
+        # (task, config) seen twice; a trial row is its task's N, K, M and its config first.
+        "duplicates": len(rows["trials"]) - len({row[:9] for row in rows["trials"]}),
         "tasks_failed": states.get("failed", 0),
         "decisions_per_task": sorted({n for *_, n in rows["decisions"]}),
     }

@@ -9,10 +9,9 @@ real landscape: DRAM traffic with tile re-reads moderated by GROUP_SIZE_M's L2 r
 bound bandwidth (bytes in flight from num_stages and occupancy), tensor-core time with padding
 waste and per-tile efficiency, the per-K-tile scale epilogue, wave quantization over the SMs,
 occupancy from shared memory and registers, spills, and seeded multiplicative noise.
-Shared memory, registers and spills come from the compiler (tuner.measure.compile,
-sm90) when present, else from the formula num_stages * (BLOCK_SIZE_M * BLOCK_SIZE_K +
-BLOCK_SIZE_K * BLOCK_SIZE_N) bytes (what Triton 3.9 allocates on sm90) and an accumulator-size
-estimate.
+Shared memory, registers and spills come from the formula num_stages * (BLOCK_SIZE_M *
+BLOCK_SIZE_K + BLOCK_SIZE_K * BLOCK_SIZE_N) bytes (what Triton 3.9 allocates on sm90) and an
+accumulator-size estimate.
 """
 
 from __future__ import annotations
@@ -28,10 +27,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.landscape_file import landscape_from_results, landscape_json  # noqa: E402
 from tuner.core import TrialStatus  # noqa: E402
 from tuner.kernels.config import KernelConfig  # noqa: E402
 from tuner.kernels.dense.space import vllm_space  # noqa: E402
-from tuner.measure.landscape import Landscape, landscape_from_results  # noqa: E402
+from tuner.measure.landscape import Landscape  # noqa: E402
 from tuner.measure.trial import TrialResult  # noqa: E402
 
 DEVICE_NAME = "SYNTHETIC_SM90"  # never a real GPU's key, so it cannot mix with measurements
@@ -68,7 +68,7 @@ class Resources:
 
 
 def estimate_resources(config: KernelConfig) -> Resources:
-    """Formula fallback when the compiler's numbers are not cached: num_stages tiles of shared
+    """The formula: num_stages tiles of shared
     memory; registers for the accumulator and the dot result it adds (2 x BLOCK_SIZE_M x
     BLOCK_SIZE_N fp32 over the threads) plus addressing; what passes 255 spills."""
     tile_bytes = config.BLOCK_SIZE_K * (config.BLOCK_SIZE_M + config.BLOCK_SIZE_N)
@@ -153,45 +153,13 @@ def trial(config: KernelConfig, M: int, N: int, K: int, res: Resources, seed: in
     return TrialResult(TrialStatus.OK, value, round(value * 0.996, 3), round(value * 1.004, 3))
 
 
-def compiler_resources(arch: int = 90) -> dict[KernelConfig, Resources]:
-    """sm90 resources from the compile cache (tuner.measure.compile) for M % 16 == 0 at
-    N, K = 5120, 3072; {} if absent.
-
-    Shared memory, registers and spills depend little on N, K and M's specialization; one
-    shape's numbers stand in for all.
-    """
-    from tuner.kernels.dense.space import specialization_key
-    from tuner.measure.compile import CompileCache
-
-    try:
-        cache = CompileCache()
-    except OSError:
-        return {}
-    infos = cache.get_many(
-        vllm_space(),
-        arch=arch,
-        out_dtype="bfloat16",
-        specialization=specialization_key(4096, 5120, 3072, (128, 128)),
-    )
-    return {
-        config: Resources(info.shared_bytes, info.n_regs, info.spill_bytes or 0)
-        for config, info in infos.items()
-        if info.error is None and info.shared_bytes is not None and info.n_regs is not None
-    }
-
-
 def build(shapes: tuple[tuple[int, int], ...], m_values: tuple[int, ...], seed: int) -> Landscape:
     """The synthetic landscape of every config for every (N, K) x M."""
     import tuner
 
     space = vllm_space()
-    measured = compiler_resources()
-    resources = {config: measured.get(config) or estimate_resources(config) for config in space}
-    source = (
-        f"compiler (tuner.measure.compile cache, sm90) for {len(measured)} of {len(space)} configs"
-        if measured
-        else "formula"
-    )
+    resources = {config: estimate_resources(config) for config in space}
+    source = "formula"
     model_hash = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
     results = [
         (n, k, m, config, trial(config, m, n, k, resources[config], seed))
@@ -229,7 +197,7 @@ def main() -> None:
     args = parser.parse_args()
     landscape = build(load_shapes(MODEL, TP).pairs(), M_VALUES, args.seed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(landscape.to_json())
+    args.out.write_text(landscape_json(landscape))
     print(
         f"wrote {args.out} ({args.out.stat().st_size / 2**20:.1f} MiB, "
         f"{len(landscape.problems)} problems); {landscape.environment['gpu_name']}"

@@ -96,7 +96,7 @@ def with_store(url: str, landscape: Path) -> dict:
     from db import repo
     from db.connection import connect, session_scope
     from tuner.measure.landscape import load_landscape
-    from tuner.measure.runners import ReplayRunner
+    from tuner.measure.runner import ReplayRunner
     from tuner.run.worker import WorkerSpec, worker_main
 
     commits = [0]

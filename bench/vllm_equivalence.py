@@ -36,7 +36,7 @@ from importlib import metadata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 ARCHS = (90, 89, 100)  # Hopper, Ada and Blackwell
 DENSE_FILE = "vllm/model_executor/layers/quantization/utils/fp8_utils.py"
@@ -83,8 +83,7 @@ def pick_configs(count: int):
 
 def dense_rows(path: Path, archs, configs) -> list[dict]:
     """Every (arch, config, M) compiled with both kernels and compared."""
-    from tuner.kernels.dense.workload import compile_dense_pair
-    from tuner.kernels.serving import same_code
+    from compiled import compile_dense_pair, same_code
 
     theirs = load_dense_kernel(path)
     rows = []

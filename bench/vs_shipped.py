@@ -632,8 +632,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         raise UsageError("nothing to time")
     import torch
 
-    from tuner.measure.runner import KernelRunner
-    from tuner.measure.runners import GpuRunner
+    from tuner.measure.runner import GpuRunner, KernelRunner
 
     torch.cuda.set_device(gpu.index)
     env = GpuRunner(gpu.device_name).environment("builtin", DEFAULT_FAMILY)

@@ -1,5 +1,5 @@
 """A runner that injects faults for tests (`FaultyRunner`): it wraps one of the product's
-runners (`tuner.measure.runners`) and, around each measurement, logs it, sleeps, kills its
+runners (`tuner.measure.runner`) and, around each measurement, logs it, sleeps, kills its
 process or hangs. It pickles with the worker's spec, so a spawned worker measures with it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from tuner.measure.runners import Runner, RunnerFactory
+from tuner.measure.runner import Runner, RunnerFactory
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class FaultyRunner:
 
     @staticmethod
     def wrapping(factory: RunnerFactory, **faults) -> RunnerFactory:
-        """A registry factory (`tuner.measure.runners.RUNNERS`) whose runners are
+        """A registry factory (`tuner.measure.runner.RUNNERS`) whose runners are
         `factory`'s with `faults` (this class's other attributes)."""
 
         def make(**options) -> FaultyRunner:

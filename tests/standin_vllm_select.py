@@ -1,7 +1,7 @@
 """The stand-in vLLM's block-FP8 linear kernel classes (`tests.standin_vllm`): vLLM 0.33.0's
-`FP8ScaledMMLinearKernel` base and the two classes `tuner compare` times through vLLM's own
-classes (Marlin, Humming), at vLLM's module paths with its names and signatures. Humming refuses
-(not installed); Marlin computes with torch. No vLLM code."""
+`FP8ScaledMMLinearKernel` base and Marlin, which `tuner compare` times through vLLM's own class,
+at vLLM's module paths with its names and signatures; Marlin computes with torch. No vLLM
+code."""
 
 from __future__ import annotations
 
@@ -35,12 +35,6 @@ class FP8ScaledMMLinearKernel:
         return (True, None) if current_platform.is_cuda() else (False, "needs CUDA")
 
 
-class HummingFP8ScaledMMLinearKernel(FP8ScaledMMLinearKernel):
-    @classmethod
-    def is_supported(cls, compute_capability=None):
-        return False, "Humming is not installed"
-
-
 class MarlinFP8ScaledMMLinearKernel(FP8ScaledMMLinearKernel):
     # Its "repacking" stores the dequantized weight as [K, N] float32: a caller that skipped
     # processing gets a wrong product. PROCESSED and APPLIED count the calls.
@@ -57,16 +51,10 @@ class MarlinFP8ScaledMMLinearKernel(FP8ScaledMMLinearKernel):
         APPLIED.append(tuple(x.shape))
         return (x.float() @ layer.weight).to(x.dtype)
 """
-_MODULES = {
-    "marlin": "MarlinFP8ScaledMMLinearKernel, PROCESSED, APPLIED",
-    "humming": "HummingFP8ScaledMMLinearKernel",
-}
 
 
 def add_selection(root: Path) -> None:
     """The kernel classes at vLLM 0.33.0's module paths (kernels/linear/scaled_mm/*.py)."""
     append(root, f"{SCALED_MM}.ScaledMMLinearKernel", _KERNELS)
-    for module, names in _MODULES.items():
-        append(
-            root, f"{SCALED_MM}.{module}", f"from .ScaledMMLinearKernel import {names}  # noqa\n"
-        )
+    names = "MarlinFP8ScaledMMLinearKernel, PROCESSED, APPLIED"
+    append(root, f"{SCALED_MM}.marlin", f"from .ScaledMMLinearKernel import {names}  # noqa\n")

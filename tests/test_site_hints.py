@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tuner.files.archive import _HOW_TO
+from tuner.files.archive import where_lines
 from tuner.files.mounts import MountRequest, render_mounts
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-MOUNTS = r'^# \(site-packages in your image: (python3 -c ".+");$'
+MOUNTS = r'^# .+ in yours: (python3 -c ".+")$'
 A = "N=5120,K=3072,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
 
 
@@ -44,24 +44,15 @@ def run_hint(command: str, site: Path) -> str:
 
 
 def _mounts(engine: str) -> str:
-    request = MountRequest(
-        device_name="NVIDIA_L20",
-        engine=engine,
-        file_names=(A,),
-        host_dir="$PWD/configs",
-        site_packages="/site",
-        fmt="docker",
-    )
-    return render_mounts(request)
+    return render_mounts(MountRequest("NVIDIA_L20", engine, "docker", {A: ""}))
 
 
-CONFIGS = ("vllm", "model_executor", "layers", "quantization", "utils", "configs")
 # (where the hint is printed, the pattern around its command, the folder it names in the site)
 HINTS = {
     "README": (README.read_text, r'^SITE=.*#\s*(python3? -c ".+") in the image', ()),
     "mounts-vllm": (lambda: _mounts("vllm"), MOUNTS, ()),
     "mounts-sglang": (lambda: _mounts("sglang"), MOUNTS, ()),
-    "archive": (lambda: _HOW_TO, r'Find the folder: (python3 -c ".+")$', CONFIGS),
+    "archive": (lambda: "\n".join(where_lines("vllm")), MOUNTS[3:], ()),
 }
 
 

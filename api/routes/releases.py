@@ -12,45 +12,32 @@ from sqlalchemy.orm import Session
 from api import deps, schemas
 from api.routes.devices import download, file_responses, vllm_name
 from db import repo
+from tuner.files.device import stored_release
 from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.registry import respell_file_name
-from tuner.kernels.shape import as_block_shape
 
 router = APIRouter(prefix="/devices", tags=["releases"])
-BLOBS: dict[str, bytes] = {}  # released bytes by sha256 (at most 1024): they never change
 
 
 def release_of(session: Session, device_name: str, number: int | None) -> repo.ReleaseInfo:
-    """The release (the latest when `number` is None); a 404 naming the releases there are."""
-    info = repo.get_release(session, device_name=device_name, number=number)
-    if info is not None:
-        return info
-    numbers = sorted(r.number for r in repo.list_releases(session, device_name=device_name))
-    if numbers:
-        listed = ", ".join(map(str, numbers))
-        raise HTTPException(404, f"{device_name} has no release {number}; releases: {listed}")
-    raise HTTPException(
-        404,
-        detail=f"{device_name} has no release yet: `tuner publish --device {device_name}` makes "
-        f"one; /devices/{device_name}/preview/configs shows what it would contain",
-    )
+    """The release (the latest when `number` is None); 404 when there is none."""
+    try:
+        return stored_release(session, device_name, number)
+    except LookupError as exc:
+        raise HTTPException(404, detail=str(exc)) from None
 
 
 def _send(
     session: Session, sha256: str, number: int, filename: str, pinned: bool, etag: str | None
 ) -> Response:
-    def read() -> bytes:
-        body = BLOBS.get(sha256) or repo.blob(session, sha256=sha256)
-        if body is None:  # a row without its blob: the store is damaged, not the request
-            detail = f"release {number} lacks the bytes of {filename}"
-            raise HTTPException(503, detail=detail, headers={"Retry-After": "60"})
-        if len(BLOBS) < 1024:
-            BLOBS[sha256] = body
-        return body
-
+    """The stored bytes of a release's file or archive; 503 when the store lacks them."""
+    body = repo.blob(session, sha256=sha256)
+    if body is None:  # a row without its blob: the store is damaged, not the request
+        detail = f"release {number} lacks the bytes of {filename}"
+        raise HTTPException(503, detail=detail, headers={"Retry-After": "60"})
     cache = "public, max-age=31536000, immutable" if pinned else "no-cache"
     headers = {"Cache-Control": cache, "X-Tuner-Release": str(number)}
-    return download(read, sha256=sha256, filename=filename, if_none_match=etag, headers=headers)
+    return download(body, sha256=sha256, filename=filename, if_none_match=etag, headers=headers)
 
 
 @router.get(
@@ -75,23 +62,16 @@ def download_file(
     """
     info = release_of(session, device_name, release)
     names = ", ".join(f.file_name for f in info.files) or "(none)"
-    _, shape, wanted = vllm_name(file_name, device_name, names)
+    wanted = vllm_name(file_name, device_name, names)[2]
     filename = respell_file_name(file_name, engine, device_name)
     for f in info.files:
         if f.file_name == wanted:
             return _send(
                 session, f.sha256, info.number, filename, release is not None, if_none_match
             )
-    where = f"no file {wanted!r} in {device_name} release {info.number}"
-    key = (shape.N, shape.K, shape.block_shape)
-    for skipped in info.summary.get("skipped", []):
-        if (skipped["N"], skipped["K"], as_block_shape(skipped["block_shape"])) == key:
-            raise HTTPException(
-                404,
-                detail=f"{where}: {skipped['reason']}; /devices/{device_name}/preview/configs/"
-                f"{wanted}?partial=true merges what there is",
-            )
-    raise HTTPException(404, f"{where}; files: {names}")
+    raise HTTPException(
+        404, f"no file {wanted!r} in {device_name} release {info.number}; files: {names}"
+    )
 
 
 @router.get(

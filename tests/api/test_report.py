@@ -125,8 +125,8 @@ def test_mounts(client: TestClient) -> None:
     )
     docker = client.get("/devices/L20/mounts").text.splitlines()
     assert "# NVIDIA_L20 is sm89 (compute capability 8.9, from its trials in the store)." in docker
-    bad = client.get("/devices/L20/mounts", params={"site_packages": "relative"})
-    assert bad.status_code == 422 and "--site-packages must be an absolute path" in bad.text
+    bad = client.get("/devices/L20/mounts", params={"host_dir": "relative"})
+    assert bad.status_code == 422 and "the host folder must be an absolute path" in bad.text
     for query, status in (
         ({"format": "k8s-pull", "server": "ftp://x"}, 422),
         ({"format": "k8s-pull", "release": 9}, 404),

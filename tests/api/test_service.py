@@ -29,8 +29,7 @@ from db.connection import connect, open_store
 from tests.api.conftest import FILE_A
 from tests.storefill import DEFAULT, fill, publish, reset_postgresql
 from tuner.cli.app import app as cli_app
-from tuner.files.mounts import FORMATS, MountFormat
-from tuner.files.pull import PULL_FORMATS
+from tuner.files.mounts import RENDERERS, MountFormat
 from tuner.kernels.engines import ENGINES
 
 PG_URL = os.environ.get("TUNER_TEST_PG_URL")
@@ -109,7 +108,7 @@ def test_every_route_is_described_typed_and_answers_a_model(tmp_path: Path) -> N
                     assert "enum" in schema or "$ref" in schema, (path, parameter["name"])
             if method == "post":  # RequestGuard asks every write for the token
                 assert op["security"] == [{"HTTPBearer": []}], path
-    assert get_args(EngineName) == ENGINES and get_args(MountFormat) == FORMATS + PULL_FORMATS
+    assert get_args(EngineName) == ENGINES and get_args(MountFormat) == tuple(RENDERERS)
 
 
 def test_the_service_imports_no_torch_or_triton() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.landscape_file import landscape_json
 from tests.tuner.measure.test_landscape import landscape_of
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
@@ -47,7 +48,7 @@ RESULTS = [
 
 def test_a_row_per_problem_a_summary_and_bad_input_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "l20.json").write_text(landscape_of(RESULTS).to_json())
+    (tmp_path / "l20.json").write_text(landscape_json(landscape_of(RESULTS)))
     assert ls.main(["l20.json", "--ratios", "0.95,0.97,0.98,0.97"]) == 0
     lines = [line.split() for line in capsys.readouterr().out.splitlines()]
     assert lines[:4] == [

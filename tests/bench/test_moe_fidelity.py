@@ -43,7 +43,7 @@ $L__BB0_2:
 
 def test_ptx_opcodes_counts_instructions_by_full_opcode():
     """The count both the bench's compile (`compile_call`) and tuner doctor use."""
-    from tuner.kernels.target import ptx_opcodes
+    from compiled import ptx_opcodes  # bench/compiled.py, on the path moe_fidelity sets
 
     assert ptx_opcodes(PTX) == Counter(
         {"mov.u32": 1, "setp.lt.s32": 2, "ld.global.v4.b32": 1, "cvt.rn.bf16x2.f32": 1}

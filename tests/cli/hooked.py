@@ -10,7 +10,7 @@ reads:
     TUNER_TEST_SQLITE_MAX_PAGES: `PRAGMA max_page_count` of every SQLite connection, a store
         that fills up ("database or disk is full") where no small filesystem can be mounted.
 
-Every backend's name is registered again (`tuner.measure.runners.RUNNERS`) with a
+Every backend's name is registered again (`tuner.measure.runner.RUNNERS`) with a
 factory that wraps the product's runner; the runner reaches the spawned workers in their spec
 (`tuner.run.worker.WorkerSpec.runner`, pickled); the SQLite limit through this module
 itself, which multiprocessing's spawn imports again in every worker as the parent's main
@@ -26,7 +26,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from tests.faults import FaultyRunner
-from tuner.measure.runners import RUNNERS
+from tuner.measure.runner import RUNNERS
 
 
 def _labels(variable: str) -> frozenset[str]:

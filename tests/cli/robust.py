@@ -14,12 +14,12 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
+from bench.landscape_file import landscape_from_results, landscape_json
 from db import repo
 from tests.cli.common import query, session_on
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
-from tuner.measure.landscape import landscape_from_results
 from tuner.measure.trial import TrialResult
 
 SHAPES = ((256, 384), (576, 256))  # the `tiny` model
@@ -85,7 +85,7 @@ def write_landscape(folder: Path, m_values: tuple[int, ...]) -> tuple[Path, Path
         results=results,
     )
     path = folder / "l20.json"
-    path.write_text(landscape.to_json())
+    path.write_text(landscape_json(landscape))
     configs = folder / "configs.json"
     configs.write_text(json.dumps([c.as_dict() for c in CONFIGS]))
     return path, configs

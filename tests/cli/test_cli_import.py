@@ -29,9 +29,10 @@ from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
 from tuner.files.format import dump_config_file
 from tuner.files.merge import build_device_files, dense_key, import_targets
 from tuner.kernels.dense.family import config_file_name, engine_file_name
+from tuner.kernels.gpus import gpu_model
 from tuner.kernels.moe.family import MOE, expert_shape
 from tuner.kernels.shape import FamilyShape, Shape
-from tuner.measure.launch_check import device_arch, gpu_model
+from tuner.measure.compile import device_arch
 
 VLLM_NAME = config_file_name(576, 7168, "NVIDIA_L20")
 SGLANG_NAME = engine_file_name(VLLM_NAME, "sglang")
@@ -82,8 +83,7 @@ def test_folder_imports_what_vllm_reads_and_says_what_it_skipped(tmp_path: Path,
     ], result.output
     assert lines[-1].startswith("published NVIDIA_L20 release 1: 3 file(s), content ")
     assert lines[3:-1] == [
-        "not checked: --no-check; the entries were imported without compiling them for their "
-        "device",
+        "not checked: --no-check",
         f"skipped {SGLANG_NAME}: SGLang's spelling; imported {VLLM_NAME}",
         f"skipped {UNQUANTIZED_MOE_NAME}: not a config file name: {ONLY}",
         f"skipped {INT8_NAME}: int8_w8a8: {ONLY}",
@@ -210,8 +210,7 @@ def test_an_moe_file_is_imported_with_its_e_once_checked_without_top_k_and_expor
             f"imported {name} for NVIDIA_L20 as 'vllm': 2 of vLLM's 18 M values: 1, 64; "
             "missing 2, 4, 8, 16, 24, 32, 48, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096; "
             "M=4096 runs the M=64 entry",
-            f"not checked {name}: compiling failed: the file's name does not give top_k, which "
-            "the moe kernel is compiled for",
+            f"not checked {name}: compiling failed: the file's name does not give top_k",
             "checked the entries for NVIDIA_L20 on sm89 (from the table of known GPUs, L20; "
             "101376 bytes of shared memory per block): 0 distinct config(s) compiled, 0 entries "
             "left out",
@@ -428,14 +427,13 @@ def test_an_entry_that_cannot_launch_is_left_out_of_every_output(tmp_path: Path)
     assert exported.stderr.splitlines() == [
         "NVIDIA_L20: imported entries only (`tuner import`), never measured here",
         line,
-        "1 entry left out: they cannot launch on NVIDIA_L20",
     ]
     published = invoke("publish", "--device", "L20", "--db", db)
     assert published.stdout.strip().endswith("; 1 entry left out, cannot launch there")
     mounts = invoke("mounts", "--device", "L20", "--format", "k8s", "--db", db)
     assert f"# {line}" in mounts.stdout.splitlines()
     data = [doc for doc in yaml.safe_load_all(mounts.stdout) if doc and "data" in doc][0]["data"]
-    assert json.loads(data["n1536-k7168-b128x128.json"]) == {"64": FAST}
+    assert {"64": FAST} in [json.loads(text) for text in data.values()]
     with service(db) as client:
         text = client.get("/devices/L20/mounts", params={"format": "k8s"}).text
         (release,) = client.get("/devices/L20/releases").json()

@@ -60,8 +60,9 @@ CASES = {
         "--server must be an http:// or https:// URL, got 'ftp://x'"
     ),
     "shapes from-config {tmp}/package.json --tp 1": (
-        "{tmp}/package.json: not a model's config.json (no architectures, model_type or "
-        "hidden_size): pass the config.json of a Hugging Face checkpoint"
+        "{tmp}/package.json: architectures None is not one of LlamaForCausalLM, "
+        "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM (other "
+        "architectures: their MoE experts only)"
     ),
     "status --db tuner.db": f"{DB} 'tuner.db' is not a database URL: {FORMS}",
     "TUNER_DB_URL=/some/file.db winners --device L20": (

@@ -1,11 +1,10 @@
 """CLI for serving engineers: import, export for SGLang,
-mounts and status; bad files are one line on stderr, exit code 2, store unchanged. Files for the
-engine release the user serves with: `tuner mounts --engine-version` and `--triton-version` put
-files in the folders that release reads."""
+mounts and status; bad files are one line on stderr, exit code 2, store unchanged."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -84,22 +83,24 @@ def test_mounts_from_the_store(db) -> None:
     site = "/usr/local/lib/python3.12/dist-packages"
     target = f"{site}/vllm/model_executor/layers/quantization/utils/configs/{name}"
     assert f'  -v "$PWD/configs/{name}:{target}:ro" \\' in result.stdout.splitlines()
-    assert result.stderr == (
-        "note: `tuner export --device NVIDIA_L20 --out DIR` writes the files for $PWD/configs/ "
-        "(or unzip the release's configs.zip there)\n"
+    assert result.stderr == ""
+    assert result.stdout.startswith(
+        "# 1 W8A8 block-FP8 config file(s) for NVIDIA_L20, mounted read-only (vllm 0.33.0; "
+        "restart it after changing them).\n# The files: tuner export --device NVIDIA_L20 "
+        "--engine vllm --out $PWD/configs (or unzip the release's configs.zip there).\n"
     )
     tuned = f"# Tuned with torch 2.11.0, triton {TRITON}, kernels of builtin."
     assert tuned in result.stdout.splitlines()
-    sglang = "--engine sglang --format k8s --site-packages /opt/py --host-dir /srv/cfg".split()
+    sglang = "--engine sglang --format k8s --host-dir /srv/cfg".split()
     k8s = ok("mounts", "--device", "L20", "--db", db, *sglang)
     spaced = engine_file_name(name, "sglang")
     parts = [doc for doc in yaml.safe_load_all(k8s.stdout) if doc]
-    assert list(parts[0]["data"]) == ["n576-k7168-b128x128.json"]
+    assert list(parts[0]["data"]) == [re.sub(r"[=,\[\] ]", "_", spaced)]
     assert parts[-1]["volumeMounts"][0]["mountPath"] == (
-        f"/opt/py/sglang/kernels/ops/gemm/configs/{spaced}"
+        f"/sgl-workspace/sglang/python/sglang/kernels/ops/gemm/configs/{spaced}"
     )
     one_line_error(
-        invoke("mounts", "--device", "L20", "--db", db, "--site-packages", "rel"),
-        "--site-packages must be an absolute path without quotes, '$', '\\', ':' or '..', "
+        invoke("mounts", "--device", "L20", "--db", db, "--host-dir", "rel"),
+        "the host folder must be an absolute path without quotes, '$', '\\', ':' or '..', "
         "got 'rel'",
     )

@@ -25,31 +25,27 @@ from tuner.kernels.engines import SGLANG_NOTE
 SERVER = "http://tuner:8000"  # a name only the cluster resolves
 PLAN = {(576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)]}
 FLAG_SENTENCE = (
-    "To have them read, start vLLM with --linear-backend triton (or "
-    'linear_backend_per_quant={"fp8_block_w8a8": "triton"}); VLLM_BATCH_INVARIANT=1 ignores the '
-    "files. Measure first: tuner compare times the tuned Triton kernel against the default kernels "
-    "on this GPU."
+    "vLLM 0.33.0 reads the dense files only with --linear-backend triton or "
+    'linear_backend_per_quant={"fp8_block_w8a8": "triton"}; VLLM_BATCH_INVARIANT=1 ignores them.'
 )
 ADVICE = {
     "NVIDIA_L20": [
         "NVIDIA_L20 is sm89 (compute capability 8.9, from its trials in the store).",
-        "vLLM 0.33.0's default kernel for block-FP8 linear layers there is Marlin (weight-only "
-        "FP8, W8A16): these files are NOT read with default settings.",
+        "vLLM's default kernel there is Marlin (weight-only FP8, W8A16).",
         FLAG_SENTENCE,
     ],
     "NVIDIA_H200": [
         "NVIDIA_H200 is sm90 (compute capability 9.0, from its trials in the store).",
-        "vLLM 0.33.0's default kernel for block-FP8 linear layers there is DeepGEMM (FlashInfer "
-        "DeepGEMM where FlashInfer's kernels are installed or can be built), or CUTLASS where "
-        "DeepGEMM cannot run: these files are NOT read with default settings.",
+        "vLLM's default kernel there is DeepGEMM (FlashInfer DeepGEMM where FlashInfer's "
+        "kernels are installed or can be built), or CUTLASS where DeepGEMM cannot run.",
         FLAG_SENTENCE,
         "Fused-MoE files (E=...) are read by default here: vLLM moves its Triton MoE kernel "
         "first on sm90 with 128x128 FP8 weights and ep_size 1.",
     ],
 }
 INTERPRETER_ADVICE = [
-    "TRITON_INTERPRETER is Triton's CPU interpreter: its files carry CPU "
-    "timings, for trying the tuner out; no vLLM server reads them."
+    "TRITON_INTERPRETER is Triton's CPU interpreter: its files hold CPU timings, read by no "
+    "vLLM server."
 ]
 # The flag, in each format's syntax, as the text's last lines, appended to the user's
 # arguments, never a `command:`/`args:` key.
@@ -111,7 +107,7 @@ def test_tuner_mounts_every_format_with_the_flag_only_for_vllm_on_a_gpu(
         lines = run.stdout.splitlines()
         assert lines[-len(FLAG[fmt]) :] == FLAG[fmt]
         assert sum("--linear-backend" in line for line in lines) == (2 if fmt == "docker" else 3)
-    sglang = ok(*mounts, "--device", "L20", *"--engine sglang --triton-version 3.8.0".split())
+    sglang = ok(*mounts, "--device", "L20", "--engine", "sglang")
     assert "--linear-backend" not in sglang.stdout and "Marlin" not in sglang.stdout
     assert f"# {SGLANG_NOTE}" in sglang.stdout.splitlines()
     cpu = ok(*mounts, "--device", "interpreter")

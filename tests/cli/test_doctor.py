@@ -3,17 +3,16 @@ whether the files are read, the Triton vLLM needs and the exit code."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 
 import pytest
 
 from tests.cli.common import invoke
 from tests.standin_vllm import NO_DRIVER_VARIABLE, build_standin, importable
-from tuner.compare.doctor import spec_minor
-from tuner.files.provenance import installed_triton_minor
 from tuner.inputs.backends import linear_backend_value
 
-HERE = installed_triton_minor()
+HERE = importlib.metadata.version("triton")
 TABLE = "the tuner's table of vLLM 0.33.0"
 
 
@@ -77,8 +76,6 @@ def test_bad_input_no_architecture_versions_and_mismatch_lines() -> None:
     ]:
         code, _, errors = doctor(*args)
         assert code == 2 and len(errors) == 1 and errors[0].startswith(error), errors
-    found = [spec_minor(spec) for spec in ("~=3.8.0", "==2.9.0", ">=3.6,<3.10", "", "==3.8.*")]
-    assert found == ["3.8", "2.9", "3.6", None, None]
     assert linear_backend_value("deep-gemm") == "deep_gemm"
 
 
@@ -123,7 +120,7 @@ def test_beside_vllm_its_triton_and_a_driverless_host_are_said(tmp_path, monkeyp
     ) in lines
     assert code == 1 and [line for line in errors if line.startswith("tuning here")] == [
         f"tuning here will not change what vLLM runs: triton {HERE} is installed but vLLM "
-        "0.33.0 runs with triton 2.9: tune inside the serving image",
+        "0.33.0 requires triton ==2.9.0: tune inside the serving image",
         "tuning here will not change what vLLM runs: vLLM on sm89 reads no tuned file with "
         "default settings; start it with --linear-backend triton (and pass --linear-backend "
         "triton here) if tuner compare shows Triton wins",

@@ -39,7 +39,7 @@ def test_from_config_gives_qwen3_moes_e128_n384_and_saves_it_and_deepseeks_exper
         ["2048", "2048", "o_proj"],
         ["128", "384", "2048", "8"],
     ], result.output
-    assert out.endswith("tuner sweep --device <device> --model q3moe --tp 2")
+    assert "saved as model 'q3moe', TP 2: " in out
     saved = load_shapes("q3moe", 2)
     assert saved.pairs() == ((2560, 2048), (2048, 2048))
     assert saved.of("moe") == (expert_shape(128, 384, 2048, 8),)
@@ -82,15 +82,12 @@ def test_from_log_prints_and_saves_the_dense_shapes_the_experts_go_to_from_confi
     assert f"{log}: 20 warning(s); device_name NVIDIA_L20; model Qwen/Qwen3.8-27B-FP8; TP 2" in out
     assert "5 shape(s) without a config file, block_shape [128, 128]" in out
     assert "1 fused-MoE expert shape(s) without a config file" in out
-    assert out.endswith(
-        "save them with --save NAME, then: tuner sweep --device NVIDIA_L20 --model NAME --tp 2"
-    )
     # --tp overrides the log's; the experts are not saved (a log names no K or top_k).
     result = ok("shapes", "from-log", log, "--save", "served", "--tp", "4")
     assert table_rows(result.stdout) == [[str(n), str(k)] for n, k in QWEN_TP2] + [["128", "768"]]
     out = flat(result.stdout)
     assert f"not saved: {MOE_LINE.format(tp=4)}" in out
-    assert out.endswith("next: tuner sweep --device NVIDIA_L20 --model served --tp 4")
+    assert "saved as model 'served', TP 4: " in out
     saved = load_shapes("served", 4)
     assert (saved.pairs(), saved.of("moe")) == (tuple(QWEN_TP2), ())
     assert saved.description == "Qwen/Qwen3.8-27B-FP8: shapes read from a server log"

@@ -15,20 +15,16 @@ from pathlib import Path
 
 import pytest
 
+from bench.landscape_file import landscape_from_results, landscape_json
 from tests.cli.common import flat, invoke, ok, one_line_error, query
 from tests.cli.robust import ENVIRONMENT, run_tuner, sweep_args, write_landscape
 from tests.storefill import FAST
 from tuner.core import CONFIG_KEYS, TrialStatus, vllm_device_name
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.measure.landscape import landscape_from_results
 from tuner.measure.trial import TrialResult
 from tuner.run import gpus
 
-NOTE = (
-    "note: no visible GPU matches --device {0} here (visible: {1}): the sweep would stop with "
-    "that error; this plan is for one NVIDIA_{0}, one worker per matching GPU where it runs (or "
-    "--no-run there for `tuner worker`)"
-)
+NOTE = "note: no visible GPU matches --device {0} here (visible: {1}); planned for NVIDIA_{0}"
 
 
 def sweep(tmp_path, args: str, code: int | None = None):
@@ -154,7 +150,7 @@ def test_a_sweep_with_no_ok_trial_exits_1_naming_the_commonest_failure(tmp_path)
             for i, config in enumerate(CONFIGS)
         ],
     )
-    (tmp_path / "l20.json").write_text(landscape.to_json())
+    (tmp_path / "l20.json").write_text(landscape_json(landscape))
     (tmp_path / "configs.json").write_text(json.dumps([c.as_dict() for c in CONFIGS]))
     sweep = run_tuner(
         *sweep_args(tmp_path, f"sqlite:///{tmp_path}/t.db", "1", "--no-publish"),

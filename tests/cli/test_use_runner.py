@@ -10,7 +10,7 @@ import typer
 
 from tuner.cli.devices import use_runner
 from tuner.kernels.registry import FAMILIES
-from tuner.measure.runners import InterpreterRunner
+from tuner.measure.runner import InterpreterRunner
 
 INTERPRETER = InterpreterRunner("TRITON_INTERPRETER")
 

@@ -9,8 +9,8 @@ import pytest
 from tests.cli.common import CELL_SPLIT, invoke, ok, one_line_error, query
 from tests.standin_vllm import VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, fill
+from tuner.cli import compare as cli_verify
 from tuner.cli import output
-from tuner.cli import verify as cli_verify
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.measure.trial import TrialResult
@@ -46,11 +46,12 @@ class FakeRunner:
         self.log = log
         self.default_samples = iter([99.0, 100.0, 101.0] * 100)
 
-    def check(self, config: KernelConfig) -> TrialResult:
-        self.log.append(("check", self.M, config.short()))
+    def check(self, candidate) -> TrialResult:
+        self.log.append(("check", self.M, candidate.config.short()))
         return TrialResult(TrialStatus.OK, rel_error=1e-3)
 
-    def sample_us(self, config: KernelConfig) -> float:
+    def sample_us(self, candidate) -> float:
+        config = candidate.config
         if config == KernelConfig.from_dict(DEFAULT):
             return next(self.default_samples)
         if config == KernelConfig.from_dict(FAST):
@@ -97,8 +98,8 @@ def store(tmp_path, db):
     return db, tmp_path
 
 
-def verify(url, *args, m=("--m", "1,16"), code=None):
-    args = ["--device", "interpreter", "--model", "tiny", *m, "--rounds", "3", "--db", url, *args]
+def verify(url, *args, code=None):
+    args = ["--device", "interpreter", "--model", "tiny", "--rounds", "3", "--db", url, *args]
     return invoke("verify", *args, code=code)
 
 
@@ -117,7 +118,6 @@ def test_bad_input_is_one_line_and_exit_2(store, fake_runner, monkeypatch):
     cases = [
         (["--model", "llama9"], "unknown model"),
         (["--device", "L20"], "no visible GPU matches --device L20; visible: no CUDA GPU"),
-        (["--m", "1,x", "--allow-stale"], "--m: 'x' is not a positive integer"),
     ]
     for args, text in cases:
         result = verify(url, *args, code=2)
@@ -131,7 +131,7 @@ def test_bad_input_is_one_line_and_exit_2(store, fake_runner, monkeypatch):
         "another kernel or Triton than the current"
     )
     assert error == (
-        "error: no file of tiny TP 1 on TRITON_INTERPRETER to check (N=256,K=384: no M has a "
+        "error: TRITON_INTERPRETER: no file of tiny TP 1 to check (N=256,K=384: no M has a "
         "winner: nothing to write; M=1, 16 only have trials of another kernel or Triton "
         "(--allow-stale uses them); N=576,K=256: no M has a winner: nothing to write; M=1, 16 "
         "only have trials of another kernel or Triton (--allow-stale uses them))"
@@ -161,38 +161,32 @@ def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_ru
     assert "2 shape(s), 12 M values: 11 ok (9 run the default config), 1 slower, 0 failed" in (
         result.stdout
     )
-    assert result.stderr.splitlines() == [
-        "N=256,K=384: slower than the default at M=8",
-        "error: vLLM's pick is slower than its default config or failed at 1 M value(s); "
+    one_line_error(
+        result,
+        "vLLM's pick is slower than its default config or failed at N=256,K=384 M=8; "
         "`--fix` tunes these M values",
-    ]
-    assert ran(fake_runner) == [("check", M, s) for M in (1, 2, 8) for s in (fast, default)]
-
-
-def test_default_m_set_is_the_sweeps_grid_and_m_all_adds_vllms_18(store, fake_runner):
-    url, _ = store
-    result = verify(url, "--allow-stale", m=(), code=1)
-    found = sections(result.stdout)
-    assert column(found["N=256,K=384"], 0) == ["1", "2", "8", "15", "16", "17"]  # sweep: 1, 16
-    every = verify(url, "--allow-stale", m=("--m", "all"), code=1)
-    rows = sections(every.stdout)["N=256,K=384"]
-    assert (
-        column(rows, 0)
-        == "1 2 4 8 15 16 17 24 32 48 64 96 128 256 512 1024 1536 2048 3072 4096".split()
+        1,
     )
-    assert [row[-1] for row in rows[:4]] == ["ok", "ok", "ok", "slower"]  # FAST from key 1
-    assert len(ran(fake_runner)) == 4 * 2 + 3 * 2  # checks of both configs: 4 M now, 3 before
+    assert ran(fake_runner) == [("check", M, s) for M in (1, 2, 8) for s in (fast, default)]
 
 
 def test_wrong_result_is_a_failure(store, fake_runner, monkeypatch):
     url, _ = store
     wrong = TrialResult(TrialStatus.WRONG_RESULT, error="relative error 0.5 >= 0.01")
-    monkeypatch.setattr(FakeRunner, "check", lambda self, config: wrong)
+    monkeypatch.setattr(FakeRunner, "check", lambda self, candidate: wrong)
     result = verify(url, "--allow-stale", code=1)
     rows = sections(result.stdout)["N=256,K=384"]
     assert [row[7] for row in rows[:3]] == ["failed: wrong_result: relative error 0.5 >= 0.01"] * 3
     assert [row[6] for row in rows[:3]] == ["-"] * 3
-    assert result.stderr.splitlines()[0] == "N=256,K=384: failed at M=1, 2, 8"
+    assert "failed at N=256,K=384 M=1, 2, 8;" in result.stderr
+
+
+def test_an_interrupt_exits_130(store, fake_runner, monkeypatch):
+    def interrupt(self, candidate):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(FakeRunner, "check", interrupt)
+    one_line_error(verify(store[0], "--allow-stale", code=130), "interrupted", 130)
 
 
 def _default_only(tmp_path):
@@ -236,8 +230,7 @@ def test_inside_vllm_fix_tunes_the_offending_m_with_vllms_kernel_and_checks_agai
     assert column(again, 1) == ["1", "1", "1", "8", "8", "8", "8", "16", "16", "16"]
     default = KernelConfig.from_dict(DEFAULT).short()
     assert again[4][2:] == [default, *"- - - 1.00x".split(), "ok (default)"]
-    assert "after --fix pass 1: 1 shape(s), 10 M values: 10 ok" in result.stdout
-    assert "--fix of N=256,K=384 x 1 M" not in result.stdout.split("after --fix pass 1")[1]
+    assert "after --fix: 1 shape(s), 10 M values: 10 ok" in result.stdout
 
 
 # End to end: a real sweep, then a real check on the interpreter (timings are the CPU's).
@@ -253,8 +246,9 @@ def test_end_to_end_on_the_interpreter(tmp_path, db, monkeypatch):
         'model = "one"\nblock_shape = [128, 128]\n[tp.1]\nsource = "test"\nshapes = [[128, 128]]\n'
     )
     monkeypatch.setattr(output.console, "_width", 220)
-    tiny = ["--device", "interpreter", "--model", "one", "--m", "1", "--db", db]
-    sweep = [*tiny, "--configs", str(configs), "--strategy", "grid", "--interpreter-reps", "1"]
+    tiny = ["--device", "interpreter", "--model", "one", "--db", db]
+    sweep = [*tiny, "--m", "1", "--configs", str(configs)]
+    sweep += ["--strategy", "grid", "--interpreter-reps", "1"]
     ok("sweep", *sweep)
     checked = invoke("verify", *tiny, "--rounds", "2")
     found = sections(checked.stdout)

@@ -83,19 +83,20 @@ def dense(root: Path, archs: list[int]) -> list[dict]:
     from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul_kernel
     from tuner.kernels.dense.space import DEFAULT_BLOCK_SHAPE
     from tuner.kernels.dense.workload import captured_launch
-    from tuner.kernels.serving import same_code
     from tuner.kernels.shape import Shape
-    from tuner.kernels.target import compile_launch
 
     ve = bench("vllm_equivalence")
+    compiled = bench("compiled")
     theirs = ve.load_dense_kernel(root / FP8_UTILS)
     rows = []
     for arch, M in zip(archs, DENSE_M, strict=True):
         for config in ve.pick_configs(1):
             # the builtin only (compile_dense_pair would compile vLLM's kernel once more)
             launch = captured_launch(config, M, Shape(DENSE_N, DENSE_K, DEFAULT_BLOCK_SHAPE))
-            ours = compile_launch(w8a8_block_fp8_matmul_kernel, arch, *launch)
-            vllm = compile_launch(theirs, arch, *vllm_dense_call(root, config.as_dict(), M))
+            ours = compiled.compile_launch(w8a8_block_fp8_matmul_kernel, arch, *launch)
+            vllm = compiled.compile_launch(
+                theirs, arch, *vllm_dense_call(root, config.as_dict(), M)
+            )
             rows.append(
                 {
                     "arch": arch,
@@ -103,7 +104,7 @@ def dense(root: Path, archs: list[int]) -> list[dict]:
                     "config": config.as_dict(),
                     "regs": [ours.n_regs, vllm.n_regs],
                     "shared": [ours.shared, vllm.shared],
-                    "differ": same_code(ours, vllm),
+                    "differ": compiled.same_code(ours, vllm),
                 }
             )
     return rows

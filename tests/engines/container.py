@@ -22,7 +22,7 @@ import yaml
 from tests.engines.engine_code import wheel_folder
 from tests.storefill import TRITON
 from tuner.files.merge import DeviceFile, build_device_files, write_files_atomically
-from tuner.files.mounts import MountRequest, render_mounts
+from tuner.files.mounts import DEFAULT_SITE_PACKAGES, MountRequest, render_mounts
 from tuner.kernels.registry import get_family
 
 # The container's site-packages, as `tuner mounts --site-packages` is told.
@@ -141,21 +141,16 @@ class Container:
             The serving service of the compose file the mounts printed, parsed.
         """
         write_files_atomically(files, host)
-        names = tuple(file.file_name for file in files)
+        contents = {file.file_name: file.merged.text for file in files}
         request = MountRequest(
-            device_name=device_name,
-            engine=engine,
-            file_names=names,
-            host_dir=str(host),
-            site_packages=SITE,
-            fmt="compose",
-            triton_version=triton_version,
-            contents={file.file_name: file.merged.text for file in files},
+            device_name, engine, "compose", contents, str(host), triton=triton_version
         )
         printed = render_mounts(request)
         compose = yaml.safe_load(printed)["services"][engine]
         for volume in compose.get("volumes", []):
             assert volume["type"] == "bind" and volume["read_only"] is True, volume
+            # The image's site-packages is this container's SITE.
+            volume["target"] = volume["target"].replace(DEFAULT_SITE_PACKAGES[engine], SITE)
             source, target = Path(volume["source"]), self.path(volume["target"])
             target.parent.mkdir(parents=True, exist_ok=True)
             if source.is_dir():

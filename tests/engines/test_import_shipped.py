@@ -14,7 +14,7 @@ from tests.engines.engine_code import wheel_folder
 from tests.engines.vllm_host import DENSE_CONFIGS
 from tests.storefill import row_counts
 from tuner.cli.app import app
-from tuner.kernels.dense.family import config_file_name, parse_config_file_name
+from tuner.kernels.dense.family import DENSE, config_file_name
 
 
 def shipped(wheel: Path, device_name: str, folder: Path) -> list[Path]:
@@ -22,7 +22,7 @@ def shipped(wheel: Path, device_name: str, folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, data in wheel_folder(wheel, DENSE_CONFIGS).items():
-        if parse_config_file_name(name).device_name == device_name:
+        if DENSE.files.parse_file_name(name)[1] == device_name:
             (folder / name).write_bytes(data)
             paths.append(folder / name)
     return paths
@@ -36,7 +36,7 @@ def test_import_of_vllms_l20_files_reports_their_coverage(vllm_wheel, tmp_path) 
     )
     assert result.exit_code == 0, result.output
     *lines, unchecked, last = result.stdout.strip().splitlines()
-    assert unchecked.startswith("not checked: --no-check;")
+    assert unchecked == "not checked: --no-check"
     assert len(lines) == len(files) == 14
     # imported-only devices are published like any other
     assert last.startswith("published NVIDIA_L20 release 1: 14 file(s), content ")

@@ -13,8 +13,8 @@ from tests.tuner.files.test_format_merge import DEFAULT, FAST, Winner
 from tuner.core import VLLM_M_GRID
 from tuner.files.format import dump_config_file, parse_config_file
 from tuner.files.merge import merge_shape
-from tuner.kernels.dense.family import config_file_name, parse_config_file_name
-from tuner.kernels.moe.family import moe_config_file_name, parse_moe_config_file_name
+from tuner.kernels.dense.family import DENSE, config_file_name
+from tuner.kernels.moe.family import MOE, moe_config_file_name
 
 AMD_FILE = "N=1536,K=7168,device_name=AMD_Instinct_MI300X,dtype=fp8_w8a8,block_shape=[128,128].json"
 L20_576 = "N=576,K=7168,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
@@ -61,12 +61,8 @@ def test_vllms_dense_files_come_back_byte_for_byte(vllm_wheel) -> None:
     for name in files:
         configs = parse_config_file(files[name].decode())
         assert list(configs) == sorted(configs), name
-        parts = parse_config_file_name(name)
-        assert (
-            config_file_name(parts.N, parts.K, parts.device_name, parts.block_shape, parts.dtype)
-            == parts.name
-            == name
-        )
+        shape, device_name, dtype = DENSE.files.parse_file_name(name)
+        assert config_file_name(shape.N, shape.K, device_name, shape.block_shape, dtype) == name
 
 
 def test_vllms_block_fp8_moe_files_come_back_byte_for_byte(vllm_wheel) -> None:
@@ -74,11 +70,12 @@ def test_vllms_block_fp8_moe_files_come_back_byte_for_byte(vllm_wheel) -> None:
     files = {}
     for name, data in every.items():
         try:
-            E, N, device_name, _, block_shape = parse_moe_config_file_name(name)
+            shape, device_name, _ = MOE.files.parse_file_name(name)
         except ValueError:
             assert "dtype=fp8_w8a8,block_shape=" not in name, name
             continue
-        assert moe_config_file_name(E, N, device_name, block_shape) == name
+        block_shape = shape.block_pair("moe")
+        assert moe_config_file_name(shape.param("E"), shape.N, device_name, block_shape) == name
         files[name] = data
     assert (len(every), len(files)) == (338, 66)  # 66 block-FP8 files of 338
     same, newline, wrong = _round_trip(files)
@@ -97,12 +94,12 @@ def test_the_merge_with_a_shipped_file_keeps_what_the_store_did_not_measure(vllm
         [Winner(8, FAST, 1.0), Winner(1, FAST, 1.0)],
         m_requested=[1, 8],
         default=DEFAULT,
-        existing=ImportedShape(existing, {}),
+        existing=ImportedShape(existing, dict.fromkeys(existing, "vllm")),
     )
     assert merged.configs == {1: FAST, 4: existing[4], 8: FAST}
     assert merged.notes == [
-        "M=8: measured winner replaces the existing entry",
-        "M=4: kept from the existing file, not measured here",
+        "M=8: measured winner replaces the entry imported from 'vllm'",
+        "M=4: imported from 'vllm', not measured here (no comparison with the default)",
     ]
     assert merged.m_imported == [4]
     assert merged.warnings[0] == "M=16 is not in the file: vLLM will use the M=8 entry"

@@ -1,19 +1,17 @@
 """The tuner's table of vLLM 0.33.0's block-FP8 linear kernels (`tuner.kernels.vllm_table`,
 `tuner.inputs.backends`) against the wheel's own source: the kernels and their order, the
-Humming reordering, the model types DeepGEMM is turned off for, the --linear-backend values,
-the start-up line that names the kernel, and the torch vLLM pins."""
+Humming reordering (bench/real_vllm_facts.py's), the model types DeepGEMM is turned off for,
+the --linear-backend values, the start-up line that names the kernel, and the torch vLLM
+pins."""
 
 from __future__ import annotations
 
 import ast
 
+from bench.real_vllm_facts import HUMMING_FIRST_CAPABILITIES
 from tests.engines.engine_code import wheel_text
 from tuner.inputs.backends import LINEAR_BACKENDS, selected_kernel
-from tuner.kernels.vllm_table import (
-    DEEPGEMM_OFF_ON_BLACKWELL,
-    FP8_BLOCK_KERNELS,
-    HUMMING_FIRST_CAPABILITIES,
-)
+from tuner.kernels.vllm_table import DEEPGEMM_OFF_ON_BLACKWELL, FP8_BLOCK_KERNELS
 
 LINEAR = "vllm/model_executor/kernels/linear/__init__.py"
 

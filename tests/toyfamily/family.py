@@ -49,10 +49,6 @@ class ToyWorkload:
         scales = ((torch.rand(2, 1, generator=gen) + 0.5) / 64).to(device)
         return cls(A, B, scales)
 
-    @property
-    def out_shape(self) -> tuple[int, int]:
-        return (self.A.shape[0], self.B.shape[0])
-
     def weights(self) -> tuple[Any, ...]:
         return (self.B,)
 
@@ -104,19 +100,16 @@ TOY = KernelFamily(
     title="a per-tensor-scaled FP8 GEMM (tests only)",
     kernel_module="tests.toyfamily.kernel",
     kernel_function="scaled_gemm_kernel",
-    compile_modules=("tests.toyfamily.kernel", "tests.toyfamily.family"),
     space=lambda: list(SPACE),
     why_invalid=_why_invalid,
     default_config=lambda shape, M: KernelConfig(16 if M <= 16 else 32, 64, 32, 1, 4, 2),
     files=FamilyFiles(
         file_name=_file_name,
         parse_file_name=_parse_file_name,
-        file_name_start="toy,",
         engine_folders=(EngineFolder("vllm", "0", "toyengine/configs", env=ENV),),
     ),
     workload=ToyWorkload.make,
     compile_for_target=_compile_for_target,
-    specialization=lambda shape, M: "M=1" if M == 1 else f"M%16={M % 16 == 0}",
     shapes=FamilyShapes(
         shapes_key="toy",
         shapes_row="[N, K, G]",

@@ -1,7 +1,7 @@
 """The `tuner` command line: the Typer app and the one place every command is registered.
 
-Commands live in their own modules (sweep, export, imports, status, serving, db_admin, verify,
-compare, shapes, ...), which share `tuner.cli.options` (the options),
+Commands live in their own modules (sweep, export, imports, status, serving, db_admin,
+compare (with verify), shapes, ...), which share `tuner.cli.options` (the options),
 `tuner.cli.output`, `tuner.cli.arguments`, `tuner.cli.devices` and `tuner.cli.store`; this
 module imports them and nothing imports it back.
 """
@@ -22,7 +22,6 @@ from tuner.cli import (
     shapes,
     status,
     sweep,
-    verify,
 )
 from tuner.cli.guard import run_guarded
 
@@ -59,8 +58,8 @@ app.command("import")(imports.import_files)
 app.command()(status.status)
 app.command()(serving.mounts)
 app.command()(serving.serve)
-app.command("verify", help=verify.__doc__)(verify.verify)
-app.command("compare", help=compare.__doc__)(compare.compare)
+app.command()(compare.verify)
+app.command()(compare.compare)
 app.command()(doctor.doctor)
 app.command()(export.export)
 app.command()(export.winners)

@@ -1,32 +1,9 @@
-"""Time the kernels vLLM could run for a model's block-FP8 GEMMs, and say
-whether `--linear-backend triton` with the tuned files pays off.
-
-Per (N, K, M), on one GPU and with the same inputs: our Triton kernel with
-the config vLLM would pick from this device's files (triton-tuned) and with
-vLLM's default config (triton-default), torch.nn.functional.scaled_mm with
-block-wise scales (torch-scaled_mm; on the interpreter, torch-dequant-cpu),
-vLLM's CUTLASS and DeepGEMM ops when vLLM is importable (vllm-cutlass,
-vllm-deepgemm), and Marlin and Humming through vLLM's own kernel classes
-(vllm-marlin, vllm-humming; their weight processing done before timing).
-Each kernel has that one name in the tables, the summary, the stored run
-and the report. Each is first checked against the float64
-reference; those that pass are timed interleaved as verify does. A kernel
-that cannot run here is shown as unavailable with the reason.
-
-Prints a table per shape, vLLM's default kernel on this GPU marked with *
-(the tuner's table of vLLM 0.33.0, per shape and model type), then
-for decode (M <= 32) and prefill (M >= 2048) the fastest kernel over the
-model's shapes, and per M, for decode and for prefill, whether
-`--linear-backend triton` with the tuned files beats vLLM's default and by
-how much. The run is stored (GET /devices/{device}/comparisons, the report).
-
---kernel says whose Triton kernel is timed and whose trials' files are read
-(as `tuner export --kernel` reads them): auto is the installed vLLM's where
-vLLM is importable with the real Triton, else the builtin.
-
---device interpreter times on the CPU: Triton's interpreter against torch
-on the CPU; CPU timings, useful to try the command, not to decide.
-"""
+"""`tuner compare` and `tuner verify`: a model's block-FP8 GEMMs timed on this machine's GPU
+matching --device (or the CPU interpreter) from this device's files, each kernel first checked
+against the float64 reference and then timed interleaved (`tuner.compare.versus.compare_point`,
+one path for both). Each command's help is its function's docstring. Both time the Triton
+kernel of the files they read: the installed vLLM's where vLLM is importable with the real
+Triton, else the builtin (as `tuner sweep --kernel auto` resolves it)."""
 
 from __future__ import annotations
 
@@ -34,29 +11,35 @@ from dataclasses import astuple, dataclass
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import Progress
 
 from db import repo
-from tuner.cli.arguments import parse_m_values
+from tuner.cli.arguments import load_configs, parse_m_values
 from tuner.cli.devices import measuring_device, resolve_kernel_choice
 from tuner.cli.errors import fail
+from tuner.cli.export import AllowPartialOpt, AllowStaleOpt, publish_device
 from tuner.cli.options import (
+    ConfigsOpt,
     DbOpt,
     DeviceOpt,
-    InterpreterRepsOpt,
-    KernelOpt,
     ModelOpt,
     OutDtypeOpt,
     TpOpt,
 )
 from tuner.cli.output import console, plain
 from tuner.cli.store import open_db, store_files
+from tuner.cli.sweep import _plan_and_run
 from tuner.cli.tables import Column, print_table
-from tuner.cli.verify import RoundsOpt
 from tuner.compare import versus
 from tuner.compare.backends import CandidateRunner, library_kernels
-from tuner.compare.versus import TRITON_DEFAULT, TRITON_TUNED, Candidate, ComparePoint
+from tuner.compare.versus import (
+    TRITON_DEFAULT,
+    TRITON_TUNED,
+    Candidate,
+    ComparePoint,
+    ShapeVerification,
+    Verdict,
+    shape_label,
+)
 from tuner.core import REQUIRED_M, ComparisonStatus, OutDtype
 from tuner.files.format import vllm_pick_key
 from tuner.files.merge import dense_key
@@ -65,12 +48,68 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.serving import TABLE
 from tuner.kernels.shape import Shape, as_block_shape
-from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
+from tuner.kernels.vllm_table import capability_number, table_dense_kernel
+from tuner.measure.noise import RETIME_ROUNDS
 from tuner.measure.runner import Problem
-from tuner.run.sweep import progress_columns
+from tuner.run.plan import SweepRequest
+from tuner.search.registry import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 DEFAULT_M = ",".join(map(str, REQUIRED_M))
 MOpt = Annotated[str, typer.Option("--m", help="M values to time, comma-separated.")]
+RoundsOpt = Annotated[
+    int, typer.Option(min=2, max=10_000, help="Interleaved rounds (A B A B ...) per M.")
+]
+FixOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fix",
+        help="Tune the slower or failed M (a sweep of them, with `tuner sweep`'s default "
+        "search), check again, then publish.",
+    ),
+]
+
+
+def _model(model: str, tp: int | None) -> ModelShapes:
+    """The model's shapes; a bad model exits 2 with one line."""
+    try:
+        return load_shapes(model, tp)
+    except (UnknownModelError, ValueError) as exc:
+        raise fail(str(exc).strip("'\"")) from None
+
+
+@dataclass
+class _Bench:
+    """What one `tuner compare` or `tuner verify` times with: the store, the model, the device
+    (`measuring_device`'s: its vLLM key, runner and CUDA_VISIBLE_DEVICES entries), the out
+    dtype and the interleaved rounds; the Triton kernel is `--kernel auto`'s."""
+
+    store: Any
+    url: str
+    model_shapes: ModelShapes
+    device: tuple[str, Any, list[str | None]]
+    out_dtype: str
+    rounds: int
+
+    def __post_init__(self) -> None:
+        self.device_name, self.runner, self.visible = self.device
+        self.kernel, self.kernel_label = resolve_kernel_choice("auto")
+        self.block_shape = as_block_shape(self.model_shapes.block_shape)
+        self.on = "cuda" if self.runner.on_gpu else "cpu"
+
+    def files(self, allow_stale: bool, allow_partial: bool):
+        """The device's files now (`tuner.files.device.StoreFiles`)."""
+        return store_files(
+            self.store,
+            self.device_name,
+            out_dtype=self.out_dtype,
+            allow_stale=allow_stale,
+            allow_partial=allow_partial,
+        )
+
+    def make_runner(self, N: int, K: int, M: int, library=None) -> CandidateRunner:
+        """The runner of (N, K, M): our Triton kernel, and `library`'s on the same inputs."""
+        problem = Problem(M, N, K, self.block_shape, self.out_dtype, kernel=self.kernel)
+        return CandidateRunner(problem, device=self.on, library=library or {})
 
 
 def compare(
@@ -80,59 +119,46 @@ def compare(
     m: MOpt = DEFAULT_M,
     rounds: RoundsOpt = RETIME_ROUNDS,
     out_dtype: OutDtypeOpt = OutDtype.bfloat16,
-    interpreter_reps: InterpreterRepsOpt = 3,
-    kernel: KernelOpt = "auto",
     db: DbOpt = None,
 ) -> None:
-    """`tuner compare`: its help is this module's docstring (`app.command(help=...)`)."""
+    """Time the kernels vLLM could run for a model's block-FP8 GEMMs on this device, and say
+    whether `--linear-backend triton` with the tuned files beats vLLM's default kernel here.
+
+    Per (N, K, M), on the same inputs, each kernel is checked against the float64 reference,
+    then timed interleaved as verify does: our Triton kernel with vLLM's pick from the files
+    (triton-tuned) and with vLLM's default config (triton-default), torch's block-scaled
+    scaled_mm (torch-dequant-cpu on the interpreter) and, where vLLM is importable, its
+    CUTLASS, DeepGEMM and Marlin kernels. Prints a table per shape (vLLM's default kernel
+    marked *), then per M, for decode (M <= 32) and prefill (M >= 2048), whether tuned Triton
+    beats vLLM's default; the run is stored (GET /devices/{device}/comparisons, the report).
+    --device interpreter: CPU timings, to try the command, not to decide."""
+    model_shapes = _model(model, tp)
     try:
-        model_shapes, m_values = load_shapes(model, tp), parse_m_values(m)
-    except (UnknownModelError, ValueError) as exc:
+        m_values = parse_m_values(m)
+    except ValueError as exc:
         raise fail(str(exc).strip("'\"")) from None
-    timed, _ = resolve_kernel_choice(kernel)
-    _, store = open_db(db, must_exist=True)
-    device_name, runner, _ = measuring_device(store, device, interpreter_reps)
-    run = _Compare(model_shapes, runner, timed, out_dtype.value, rounds, interpreter_reps)
-    tuned = _tuned(store, device_name, run, kernel)
-    env = runner.environment(timed, DEFAULT_FAMILY)
-    defaults = versus.default_kernels(
-        model_shapes.pairs(), env["compute_capability"], out_dtype.value, model_shapes.model_type
-    )
-    points = run.all(m_values, tuned, defaults)
-    lines = versus.verdict_lines(points) + versus.flag_lines(points, defaults)
-    for line in lines:
-        plain(line)
-    with repo.session_scope(store) as session:
-        comparison_id = repo.record_comparison(
-            session,
-            device_name=device_name,
-            environment_id=repo.get_or_create_environment(session, **env),
-            model=model_shapes.model,
-            tp=model_shapes.tp,
-            out_dtype=out_dtype.value,
-            verdicts=lines,
-            points=[repo.PointRow(p.N, p.K, p.M, *astuple(t)) for p in points for t in p.times],
-        )
-    plain(f"stored as comparison {comparison_id} of {device_name}")
+    url, store = open_db(db, must_exist=True)
+    found = measuring_device(store, device)
+    run = _Compare(store, url, model_shapes, found, out_dtype.value, rounds)
+    run.record(run.all(m_values))
 
 
 @dataclass
-class _Compare:
-    """What every (N, K, M) of one `tuner compare` is timed with; `kernel`: whose Triton kernel
-    ("builtin" or "vllm") the tuned and default columns time."""
-
-    model_shapes: ModelShapes
-    runner: Any
-    kernel: str
-    out_dtype: str
-    rounds: int
-    interpreter_reps: int
+class _Compare(_Bench):
+    """One `tuner compare`: the library kernels timed beside ours, or why they are not."""
 
     def __post_init__(self) -> None:
-        self.block_shape = as_block_shape(self.model_shapes.block_shape)
-        self.library, self.unavailable = library_kernels(
-            "cuda" if self.runner.on_gpu else "cpu", self.block_shape or (128, 128)
-        )
+        super().__post_init__()
+        self.library, self.unavailable = library_kernels(self.on, self.block_shape or (128, 128))
+        self.env = self.runner.environment(self.kernel, DEFAULT_FAMILY)
+        # (N, K) -> vLLM's default kernel class there by the tuner's table; None where it
+        # knows none (the interpreter's compute capability among them).
+        capability = capability_number(self.env["compute_capability"]) or 0
+        model_type = self.model_shapes.model_type
+        self.defaults = {
+            (N, K): table_dense_kernel(capability, N, K, self.out_dtype, model_type)
+            for N, K in self.model_shapes.pairs()
+        }
 
     def point(self, N: int, K: int, M: int, configs) -> ComparePoint:
         """One (N, K, M) timed: the config vLLM picks from `configs` (the shape's file; None:
@@ -146,37 +172,45 @@ class _Compare:
         else:
             missing[TRITON_TUNED] = "no file for this shape in the store"
         candidates += [Candidate(name) for name in self.library]
-        runner = CandidateRunner(
-            Problem(M, N, K, self.block_shape, self.out_dtype, kernel=self.kernel),
-            device="cuda" if self.runner.on_gpu else "cpu",
-            library=self.library,
-            seed=0,
-            interpreter_reps=self.interpreter_reps,
-        )
-        return versus.compare_point(
-            (N, K, M), runner, candidates, missing, rounds=self.rounds, retime=retime_interleaved
-        )
+        runner = self.make_runner(N, K, M, self.library)
+        return versus.compare_point((N, K, M), runner, candidates, missing, rounds=self.rounds)
 
-    def all(self, m_values, tuned: dict, defaults: dict) -> list[ComparePoint]:
-        """Every (shape, M) with a progress bar on stderr; each shape's table as it ends."""
-        shapes = self.model_shapes.pairs()
+    def all(self, m_values) -> list[ComparePoint]:
+        """Every (shape, M) with the dense files of this device (partial ones too); each
+        shape's table as it ends."""
+        tuned = {
+            (f.N, f.K): f.merged.configs
+            for f in self.files(allow_stale=False, allow_partial=True).explained().files
+            if f.key == dense_key(f.N, f.K, self.block_shape)
+        }
         unit = "GPU timings" if self.runner.on_gpu else f"CPU timings ({self.runner.name})"
         points = []
-        with Progress(
-            *progress_columns("points"), console=Console(stderr=True), transient=True
-        ) as bar:
-            task = bar.add_task("compare", total=len(shapes) * len(m_values))
-            for N, K in shapes:
-                shape_points = []
-                for M in m_values:
-                    shape_points.append(self.point(N, K, M, tuned.get((N, K))))
-                    bar.update(task, advance=1, description=f"N={N},K={K} M={M}")
-                bar.console.file.flush()
-                _print_shape(N, K, shape_points, unit, defaults[(N, K)])
-                points += shape_points
+        for N, K in self.model_shapes.pairs():
+            shape_points = [self.point(N, K, M, tuned.get((N, K))) for M in m_values]
+            _print_shape(N, K, shape_points, unit, self.defaults[(N, K)])
+            points += shape_points
         for name, reason in sorted(self.unavailable.items()):
             plain(f"not timed: {name}: {reason}")
         return points
+
+    def record(self, points: list[ComparePoint]) -> None:
+        """The verdict on `--linear-backend triton` against vLLM's default, printed and stored
+        with every point."""
+        lines = versus.flag_lines(points, self.defaults)
+        for line in lines:
+            plain(line)
+        with repo.session_scope(self.store) as session:
+            comparison_id = repo.record_comparison(
+                session,
+                device_name=self.device_name,
+                environment_id=repo.get_or_create_environment(session, **self.env),
+                model=self.model_shapes.model,
+                tp=self.model_shapes.tp,
+                out_dtype=self.out_dtype,
+                verdicts=lines,
+                points=[repo.PointRow(p.N, p.K, p.M, *astuple(t)) for p in points for t in p.times],
+            )
+        plain(f"stored as comparison {comparison_id} of {self.device_name}")
 
 
 def _print_shape(
@@ -184,23 +218,18 @@ def _print_shape(
 ) -> None:
     """One shape's table, each column headed by its kernel's one name; vLLM's default kernel's
     (`default`, its class name) gets a *."""
-    shown = [
-        t.backend
-        for t in points[0].times
-        if t.status is not ComparisonStatus.UNAVAILABLE
-        or any(p.latency(t.backend) is not None for p in points)
-    ]
-    marked = versus.default_backend(points, default)
+    # A kernel is unavailable at every M of a shape or at none.
+    shown = [t.backend for t in points[0].times if t.status is not ComparisonStatus.UNAVAILABLE]
+    marked = versus.KERNEL_BACKENDS.get(default or "")
     cells = {
         (p.M, t.backend): f"{t.latency_us:.1f}" if t.latency_us is not None else t.status
         for p in points
         for t in p.times
     }
-    rows = [[str(p.M), *(cells[p.M, n] for n in shown), p.fastest or "-"] for p in points]
-    headers = [name + ("*" if name == marked else "") for name in shown]
-    columns = [Column("M"), *(Column(h) for h in headers), Column("fastest", optional=True)]
+    rows = [[str(p.M), *(cells[p.M, n] for n in shown)] for p in points]
+    columns = [Column("M"), *(Column(name + ("*" if name == marked else "")) for name in shown)]
     print_table(console, columns, rows, title=f"N={N},K={K}, latency_us, {unit}")
-    if marked is not None:
+    if marked in shown:
         plain(f"* vLLM's default kernel here: {default} (from {TABLE})")
     notes = {p.M: t.note for p in points for t in p.times if t.backend == TRITON_TUNED}
     plain(f"{TRITON_TUNED}: " + "; ".join(f"M={M} {note}" for M, note in notes.items()))
@@ -210,27 +239,160 @@ def _print_shape(
                 plain(f"failed: {time.backend} at M={point.M}: {time.note}")
 
 
-def _tuned(store, device_name: str, run: _Compare, kernel: str) -> dict:
-    """(N, K) -> the dense file's configs of this device in the store, from the trials of
-    `kernel`'s source ("auto", "vllm" or "builtin"); one line on stderr says whose files they
-    are and which kernel (`run.kernel`) times them (auto without vLLM may read its kernel's
-    trials: `tuner.files.provenance.read_source`)."""
-    read = store_files(
-        store,
-        device_name,
-        out_dtype=run.out_dtype,
-        allow_stale=False,
-        allow_partial=True,
-        kernel=kernel,
+def verify(
+    device: DeviceOpt,
+    model: ModelOpt,
+    tp: TpOpt = None,
+    rounds: RoundsOpt = RETIME_ROUNDS,
+    fix: FixOpt = False,
+    configs: ConfigsOpt = None,
+    allow_stale: AllowStaleOpt = False,
+    allow_partial: AllowPartialOpt = False,
+    out_dtype: OutDtypeOpt = OutDtype.bfloat16,
+    db: DbOpt = None,
+) -> None:
+    """Check that the config vLLM runs from this device's files is never slower than vLLM's
+    default config, on the keys and between them: at every key, the M grid of the sweeps that
+    made the file, the midpoint of neighbouring keys (where vLLM's pick switches) and key +- 1,
+    vLLM's pick (the nearest key, ties to the smaller) is checked against the float64
+    reference, then timed interleaved with the default config; it is slower when its median
+    exceeds the default's by more than the larger p80 - p20 spread (or 30% on the
+    interpreter). --fix's files are published as the device's next release.
+
+    Exit codes: 0 every M ok; 1 some M slower or failed (named on stderr); 2 bad input
+    (unknown model or device, no file to check); 130 interrupted."""
+    model_shapes = _model(model, tp)
+    for name in [name for name in model_shapes.groups if name != DEFAULT_FAMILY]:
+        title = get_family(name).report.short_title or name
+        plain(f"note: {title} files are not verified yet ({model_shapes.family_label(name)})")
+    candidates = load_configs(configs)
+    if not model_shapes.of(DEFAULT_FAMILY):
+        return
+    url, store = open_db(db, must_exist=True)
+    found = measuring_device(store, device)
+    allow = (allow_stale, allow_partial)
+    run = _Verify(store, url, model_shapes, found, out_dtype.value, rounds, allow, candidates)
+    results = run.check(None, f"on {run.device_name}")
+    plain(versus.summary_line(results))
+    if fix:
+        results = run.fix(results)
+    offending = "; ".join(
+        f"{shape_label(r.N, r.K)} M={', '.join(map(str, r.offending))}"
+        for r in results
+        if r.offending
     )
-    current = read.view.scope.current
-    typer.echo(
-        f"triton-tuned: files of {current.source_label} kernel trials, triton "
-        f"{current.triton_minor or 'any'}; timed with the {run.kernel} kernel",
-        err=True,
-    )
-    return {
-        (f.N, f.K): f.merged.configs
-        for f in read.explained().files
-        if f.key == dense_key(f.N, f.K, run.block_shape)
-    }
+    if offending:
+        hint = "" if fix else "; `--fix` tunes these M values"
+        raise fail(
+            f"vLLM's pick is slower than its default config or failed at {offending}{hint}", 1
+        )
+
+
+@dataclass
+class _Verify(_Bench):
+    """One `tuner verify`: which files it reads (--allow-stale, --allow-partial) and the
+    --configs that --fix's sweeps search."""
+
+    allow: tuple[bool, bool] = (False, False)
+    configs: tuple | None = None
+
+    def check(self, only: set[tuple[int, int]] | None, title: str):
+        """The results of the device's files now (shapes without a file said in a line each), each
+        shape checked by `tuner.compare.versus.verify_shape`, with a table per shape. No file to
+        check exits 2; an interrupt exits 130."""
+        read = self.files(*self.allow)
+        try:
+            planned, missing = versus.plan(
+                self.model_shapes, read.explained(), read.view.grids, only
+            )
+        except ValueError as exc:
+            raise fail(f"{self.device_name}: {exc}") from None
+        noise = 0.0 if self.runner.on_gpu else versus.INTERPRETER_NOISE_FLOOR
+        results = []
+        try:
+            for s in planned:
+                label = shape_label(s.shape.N, s.shape.K)
+                keys = ", ".join(map(str, s.configs))
+                plain(f"{label}: keys {keys}; checking {len(s.m_points)} M values")
+                result = versus.verify_shape(
+                    s, self.make_runner, rounds=self.rounds, noise_floor=noise
+                )
+                print_shape_table(result, f"{label} {title}")
+                results.append(result)
+        except KeyboardInterrupt:
+            raise fail("interrupted", 130) from None
+        for line in missing:
+            plain(line)
+        return results
+
+    def fix(self, results: list[ShapeVerification]) -> list[ShapeVerification]:
+        """`--fix`: a sweep of each shape's offending M (`tune`), the shapes it touched checked
+        again in full (new keys bring new midpoints), then the device's files published as its
+        next release (what a fleet downloads next); the latest result of every shape."""
+        offending = {(r.N, r.K): r.offending for r in results if r.offending}
+        latest = {(r.N, r.K): r for r in results}
+        if offending:
+            self.tune(offending)
+            again = self.check(set(offending), "after --fix")
+            latest.update({(r.N, r.K): r for r in again})
+            plain("after --fix: " + versus.summary_line(again))
+        stale, partial = self.allow
+        publish_device(
+            self.store,
+            self.device_name,
+            reason="verify --fix",
+            allow_stale=stale,
+            allow_partial=partial,
+            out_dtype=self.out_dtype,
+        )
+        return list(latest.values())
+
+    def tune(self, offending: dict[tuple[int, int], list[int]]) -> None:
+        """`--fix`'s sweep of each shape at its offending M, planned and run as `tuner sweep`
+        with its default search does."""
+        for (N, K), m_values in sorted(offending.items()):
+            request = SweepRequest(
+                device_name=self.device_name,
+                model=self.model_shapes.model,
+                tp=self.model_shapes.tp,
+                shapes=((N, K),),
+                block_shape=self.block_shape,
+                m_values=tuple(m_values),
+                strategy=DEFAULT_STRATEGY,
+                trials=DEFAULT_TRIALS,
+                seed=0,
+                out_dtype=self.out_dtype,
+                configs=self.configs,
+                kernel=self.kernel,
+                kernel_label=self.kernel_label,
+            )
+            what = f"--fix of {shape_label(N, K)}"
+            _plan_and_run(self.store, self.url, request, what, self.runner, self.visible)
+
+
+def print_shape_table(result: ShapeVerification, title: str) -> None:
+    """One row per checked M: vLLM's key and config there, both medians, speedup, verdict."""
+
+    names = ("M", "key", "config", "chosen_us", "default_us", "noise_us", "speedup", "verdict")
+    columns = [
+        Column(name, text=name in ("config", "verdict"), optional=name == "noise_us")
+        for name in names
+    ]
+    verdicts = {Verdict.FAILED: "[red]failed[/red]: {}", Verdict.SLOWER: "[red]slower[/red]"}
+    rows = [
+        [
+            str(point.M),
+            str(point.key),
+            point.config.short(),
+            *(
+                "-" if us is None else f"{us:.1f}"
+                for us in (point.chosen_us, point.default_us, point.noise_us)
+            ),
+            "-" if point.speedup is None else f"{point.speedup:.2f}x",
+            verdicts.get(point.verdict, "ok" if point.timed else "ok (default)").format(
+                point.error
+            ),
+        ]
+        for point in result.points
+    ]
+    print_table(console, columns, rows, title=title)

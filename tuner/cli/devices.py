@@ -18,7 +18,7 @@ from tuner.inputs.devices import matches, resolve_device
 from tuner.kernels.registry import FAMILIES
 from tuner.kernels.source import choose_kernel, kernel_label
 from tuner.measure.landscape import load_landscape
-from tuner.measure.runners import Runner, make_runner
+from tuner.measure.runner import Runner, make_runner
 from tuner.run import gpus
 
 
@@ -42,7 +42,7 @@ def resolve_runner(
     plan_only: bool = False,
 ) -> tuple[Runner, ResolvedDevice]:
     """(runner, device) for --device and --replay: the device resolved once (a replay's is the
-    landscape's), its runner made here and only here (`tuner.measure.runners.make_runner`).
+    landscape's), its runner made here and only here (`tuner.measure.runner.make_runner`).
     need_device and plan_only as `tuner.inputs.devices.resolve_device` takes them.
 
     Raises:

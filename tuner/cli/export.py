@@ -1,6 +1,5 @@
 """`tuner export`, `tuner winners` and `tuner publish`: the store's winners as vLLM files, as a
-table, and frozen as a release; the options shared by the commands that hand files to a serving
-engine (`--engine-version`, `--triton-version`)."""
+table, and frozen as a release."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ from tuner.cli.store import device_in_store, open_db, store_files
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
 from tuner.files.device import MergeError, StoreFiles, imported_files_summary, read_device
-from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS
-from tuner.files.merge import DeviceFiles, entries_left_out, write_files_atomically
+from tuner.files.merge import DeviceFiles, write_files_atomically
 from tuner.files.release import NothingToPublish, publish
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.engines import SGLANG_NOTE
@@ -39,38 +37,10 @@ OutDtypeOpt = Annotated[
     OutDtype | None, typer.Option(help="Only trials with this output dtype [default: all].")
 ]
 AllowStaleOpt = Annotated[
-    bool,
-    typer.Option(
-        "--allow-stale",
-        help="Also use trials timed with another kernel source or another "
-        "Triton major.minor than the current ones.",
-    ),
+    bool, typer.Option("--allow-stale", help="Also trials of another kernel source or Triton.")
 ]
-
-EngineVersionOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--engine-version",
-        help="The engine's release in the serving image, which decides its "
-        'config folders (python3 -c "import sglang; print(sglang.__version__)") [default: vLLM '
-        f"{DEFAULT_ENGINE_VERSIONS['vllm']}, SGLang {DEFAULT_ENGINE_VERSIONS['sglang']}].",
-    ),
-]
-TritonVersionOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--triton-version",
-        help="SGLang: the serving image's Triton, e.g. 3.8.0; its fused-MoE "
-        "files go to configs/triton_3_8_0/ [default: the Triton the files were tuned with].",
-    ),
-]
-
-
 NoPublishOpt = Annotated[
-    bool,
-    typer.Option(
-        "--no-publish", help="Don't publish the device's files as a new release when done."
-    ),
+    bool, typer.Option("--no-publish", help="Don't publish the files as a new release.")
 ]
 
 
@@ -157,7 +127,7 @@ def export(
     if engine_name == "sglang":
         typer.echo(f"note: {SGLANG_NOTE}", err=True)
     _write(result, out)
-    _say_left_out(result, device_name, read.stale_skips)
+    _say_left_out(result)
 
 
 def _write(result: DeviceFiles, out: Path) -> None:
@@ -172,24 +142,14 @@ def _write(result: DeviceFiles, out: Path) -> None:
             plain(f"    {line}")
 
 
-def _say_left_out(result: DeviceFiles, device_name: str, stale_skips: int) -> None:
-    """The shapes and imported entries left out, one line each, and a count; exit 1 when no
-    file was written."""
+def _say_left_out(result: DeviceFiles) -> None:
+    """The shapes and imported entries left out, one line each; exit 1 when no file was
+    written."""
     lines = [f"skipped N={s.N},K={s.K}: {s.reason}" for s in result.skipped] + result.left_out
-    if result.left_out:
-        lines.append(
-            f"{entries_left_out(len(result.left_out))}: they cannot launch on {device_name}"
-        )
     for line in lines:
         typer.echo(line, err=True)
     if not result.files:
-        because = (
-            f"; {stale_skips} shape(s) lack winners because their trials are stale: "
-            "--allow-stale uses them"
-            if stale_skips
-            else ""
-        )
-        raise fail(f"no file written{because}", 1)
+        raise fail("no file written", 1)
 
 
 def source_line(read: StoreFiles, allow_stale: bool) -> str:

@@ -9,14 +9,14 @@ from collections.abc import Callable
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from db.repo import StoreUnavailable, is_transient
-from tuner.run.supervisor import interrupted, interrupted_exit
+from tuner.run.supervisor import interrupted
 
 
 def run_guarded(app: Callable[[], object]) -> None:
     """Run the Typer app (it reads sys.argv); a store that stayed unavailable (down, locked,
     full), a transient store error or the store's own (an OperationalError: e.g. a SQLite file
     that cannot be written) is one line and exit 2; Ctrl-C exits 130, SIGTERM 143
-    (`tuner.run.supervisor.interrupted_exit`). Any other store error (a constraint, a bad
+    (`tuner.run.supervisor.interrupted`). Any other store error (a constraint, a bad
     statement) is a bug: its traceback."""
     try:
         app()
@@ -33,7 +33,7 @@ def run_guarded(app: Callable[[], object]) -> None:
             2,
         )
     except KeyboardInterrupt as exc:
-        _exit(interrupted(exc), interrupted_exit(exc)[0])
+        _exit(*interrupted(exc))
 
 
 def _exit(line: str, code: int) -> None:

@@ -21,41 +21,10 @@ from tuner.cli.output import plain
 from tuner.cli.store import open_db
 from tuner.core import FP8_DTYPE
 from tuner.files.device import target_device
-from tuner.files.format import (
-    ParsedFile,
-    coverage_summary,
-    parse_file_for_import,
-    parse_import_name,
-)
+from tuner.files.format import ParsedFile, coverage_summary, parse_file_for_import
 from tuner.files.merge import entries_left_out
-from tuner.measure.compile import compile_pool
-from tuner.measure.launch_check import check_entries, device_arch
-
-
-def list_config_folder(folder: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
-    """Sort a folder's entries (not its subfolders') into fp8_w8a8 config files to import and
-    the rest, each with why it is skipped, by name.
-
-    A folder laid out like vLLM's configs folder also holds a README, `__init__.py`, files no
-    registered family names (`tuner.files.format.parse_import_name`) and int8_w8a8 files;
-    those are skipped, not errors. A file named like a config file is not read here: a bad
-    body still fails the import.
-
-    Raises:
-        OSError: the folder cannot be listed.
-    """
-    files: list[Path] = []
-    skipped: list[tuple[Path, str]] = []
-    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
-        try:
-            dtype = parse_import_name(entry.name)[3] if entry.is_file() else "not a file"
-        except ValueError:
-            dtype = "not a config file name"
-        if dtype == FP8_DTYPE:
-            files.append(entry)
-        else:
-            skipped.append((entry, f"{dtype}: only {FP8_DTYPE} config files are imported"))
-    return files, skipped
+from tuner.kernels.registry import family_of_file
+from tuner.measure.compile import check_entries, compile_pool, device_arch
 
 
 @dataclass
@@ -72,21 +41,29 @@ class Planned:
 
 
 def _read(paths: list[Path]) -> tuple[list[tuple[Path, ParsedFile]], list[tuple[Path, str]]]:
-    """Every file given and every config file of the folders given, parsed; what the folders
-    hold besides, with the reason it is skipped."""
+    """Every file given and every fp8_w8a8 config file of the folders given (not their
+    subfolders), parsed; what the folders hold besides (a README, `__init__.py`, other files),
+    with the reason it is skipped. A file named like a config file is read: a bad body fails
+    the import."""
     files, skipped = [], []
     for path in paths:
         if not path.is_dir():
             files.append(path)
             continue
         try:
-            listed, others = list_config_folder(path)
+            entries = sorted(path.iterdir(), key=lambda p: p.name)
         except OSError as exc:
             raise fail(f"{path}: cannot list: {exc.strerror or exc}") from None
-        if not listed:
+        kinds = {entry: "not a file" if entry.is_dir() else _dtype(entry.name) for entry in entries}
+        found = [entry for entry in entries if kinds[entry] == FP8_DTYPE]
+        if not found:
             raise fail(f"{path}: no {FP8_DTYPE} config files in this folder")
-        files += listed
-        skipped += others
+        files += found
+        skipped += [
+            (entry, f"{kind}: only {FP8_DTYPE} config files are imported")
+            for entry, kind in kinds.items()
+            if kind != FP8_DTYPE
+        ]
     parsed = []
     for path in files:
         try:
@@ -98,31 +75,32 @@ def _read(paths: list[Path]) -> tuple[list[tuple[Path, ParsedFile]], list[tuple[
     return parsed, skipped
 
 
+def _dtype(name: str) -> str:
+    """The dtype a config file's name says, or why it is not a config file name."""
+    try:
+        return family_of_file(name).files.parse_file_name(name)[2]
+    except ValueError:
+        return "not a config file name"
+
+
 def _plan(
     parsed: list[tuple[Path, ParsedFile]], device: str | None, known: list[str]
 ) -> tuple[list[Planned], list[tuple[Path, str]]]:
     """One file per (device, shape): of two spellings of one file, the one vLLM reads."""
     planned: dict[tuple, Planned] = {}
     skipped = []
-    for path, item in parsed:
+    for path, item in sorted(parsed, key=lambda parsed: parsed[0].name != parsed[1].vllm_name):
         try:
             here = Planned(path, item, target_device(device, item.device_name, known))
         except LookupError as exc:
             raise fail(f"{path}: {exc}") from None
-        key = (here.target, item.family, item.shape)
-        other = planned.setdefault(key, here)
-        if other is here:
-            continue
-        # Of one file in vLLM's and SGLang's spelling, the one vLLM reads.
-        spellings = {other.path.name, path.name}
-        same_file = other.item.vllm_name == item.vllm_name and len(spellings) == 2
-        if not same_file or item.vllm_name not in spellings:
+        kept = planned.setdefault((here.target, item.family, item.shape), here)
+        if kept.path.name == item.vllm_name != path.name:  # vLLM's spelling came first
+            skipped.append((path, f"SGLang's spelling; imported {kept.path.name}"))
+        elif kept is not here:
             raise fail(
-                f"{path}: same device and shape as {other.path}; import one per shape and label"
+                f"{path}: same device and shape as {kept.path}; import one per shape and label"
             )
-        kept, dropped = (here, other) if path.name == item.vllm_name else (other, here)
-        planned[key] = kept
-        skipped.append((dropped.path, f"SGLang's spelling; imported {kept.path.name}"))
     return list(planned.values()), skipped
 
 
@@ -130,104 +108,71 @@ def _check_plan(plan: Planned, arch: int, pool, lines: list[str]) -> int:
     """Compile one file's entries for `arch` and record the verdict in `plan`; a line for each
     entry left out or unchecked. Returns the distinct configs compiled (0 when compiling
     failed: the file stays unchecked)."""
-    item = plan.item
+    item, name = plan.item, plan.path.name
     try:
         verdict = check_entries(
             item.configs,
+            item.shape,
             arch=arch,
             device_name=plan.target,
             pool=pool,
-            params=item.shape.params,
-            N=item.shape.N,
-            K=item.shape.K,
-            block_shape=item.shape.block_shape,
             family=item.family,
         )
     except Exception as exc:  # noqa: BLE001 - a broken compiler leaves the file unchecked
-        why = " ".join(str(exc).split())[:200]
-        lines.append(f"not checked {plan.path.name}: compiling failed: {why}")
+        lines.append(f"not checked {name}: compiling failed: {' '.join(str(exc).split())[:200]}")
         return 0
     plan.arch, plan.cannot_launch = arch, verdict.cannot_launch
     lines += [
-        f"left out {plan.path.name} M={M}: {reason}; vLLM would fail with OutOfResources there"
+        f"left out {name} M={M}: {reason}; vLLM would fail with OutOfResources there"
         for M, reason in verdict.cannot_launch.items()
     ]
-    lines += [f"not checked {plan.path.name} M={M}: {why}" for M, why in verdict.unchecked.items()]
+    lines += [f"not checked {name} M={M}: {why}" for M, why in verdict.unchecked.items()]
     return verdict.configs
 
 
-def _check_device(target: str, plans: list[Planned], capabilities, pool, lines) -> None:
-    """Check a device's files for its architecture (from its trials' compute capability, else
-    the table of known GPUs), with a line saying what was checked."""
-    found = device_arch(target, capabilities)
-    if found is None or found.shared_bytes is None:
-        lines.append(
-            f"not checked: {target}'s architecture or its shared memory per block is not known "
-            "(no trial in the store names it, not a known GPU); imported unchecked"
-        )
-    else:
-        configs = sum(_check_plan(plan, found.arch, pool, lines) for plan in plans)
-        left_out = entries_left_out(sum(len(plan.cannot_launch) for plan in plans))
-        lines.append(
-            f"checked the entries for {target} on sm{found.arch} ({found.source}; "
-            f"{found.shared_bytes} bytes of shared memory per block): {configs} distinct "
-            f"config(s) compiled, {left_out}"
-        )
-
-
 def _launch_checks(planned: list[Planned], store: Engine) -> list[str]:
-    """Check every file's entries (`_check_device` per device); the lines to print."""
+    """Check every file's entries for its device's architecture (from its trials' compute
+    capability, else the table of known GPUs), with a line per device saying what was
+    checked; the lines to print."""
     if importlib.util.find_spec("triton.backends.nvidia") is None:
-        return [
-            "not checked: this Triton has no NVIDIA backend to compile with; "
-            "the entries were imported unchecked"
-        ]
-    by_target: dict[str, list[Planned]] = {}
-    for plan in planned:
-        by_target.setdefault(plan.target, []).append(plan)
-    with session_scope(store) as session:
-        capabilities = {
-            target: [e.compute_capability for e in device_environments(session, device_name=target)]
-            for target in by_target
-        }
+        return ["not checked: this Triton has no NVIDIA backend; imported unchecked"]
     lines: list[str] = []
     pool = compile_pool(min(4, max(1, (os.cpu_count() or 2) - 1)))
     try:
-        for target, plans in by_target.items():
-            _check_device(target, plans, capabilities[target], pool, lines)
+        for target in dict.fromkeys(plan.target for plan in planned):
+            with session_scope(store) as session:
+                environments = device_environments(session, device_name=target)
+            found = device_arch(target, [e.compute_capability for e in environments])
+            if found is None or found.shared_bytes is None:
+                lines.append(
+                    f"not checked: {target}'s architecture or its shared memory per block is not "
+                    "known (no trial in the store names it, not a known GPU); imported unchecked"
+                )
+                continue
+            plans = [plan for plan in planned if plan.target == target]
+            configs = sum(_check_plan(plan, found.arch, pool, lines) for plan in plans)
+            left_out = entries_left_out(sum(len(plan.cannot_launch) for plan in plans))
+            lines.append(
+                f"checked the entries for {target} on sm{found.arch} ({found.source}; "
+                f"{found.shared_bytes} bytes of shared memory per block): {configs} distinct "
+                f"config(s) compiled, {left_out}"
+            )
     finally:
         pool.shutdown(cancel_futures=True)
     return lines
 
 
 FilesArg = Annotated[
-    list[Path],
-    typer.Argument(
-        help="Config files, e.g. those shipped with vLLM (NVIDIA or AMD), or folders of them "
-        "(e.g. vLLM's configs folder)."
-    ),
+    list[Path], typer.Argument(help="Config files (vLLM's, NVIDIA or AMD), or folders of them.")
 ]
 LabelOpt = Annotated[
-    str,
-    typer.Option(
-        help="Where the files come from, e.g. vllm-0.33.0; importing a label again replaces "
-        "its entries."
-    ),
+    str, typer.Option(help="Where the files come from; importing a label again replaces it.")
 ]
 DeviceOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="Store for this device (one in the store, aliases allowed) [default: the file "
-        "name's device_name]."
-    ),
+    str | None, typer.Option(help="Store for this device [default: the file name's].")
 ]
 CheckOpt = Annotated[
-    bool,
-    typer.Option(
-        help="Compile each distinct config for the device's architecture (its trials' compute "
-        "capability, else a table of known GPUs; no GPU needed) and leave out entries that "
-        "cannot launch there."
-    ),
+    bool, typer.Option(help="Leave out entries that cannot launch on the device (compiled here).")
 ]
 
 
@@ -255,13 +200,7 @@ def import_files(
     _, store = open_db(db)
     with session_scope(store) as session:
         planned, unread = _plan(parsed, device, known_device_names(session))
-    if check:
-        check_lines = _launch_checks(planned, store)
-    else:
-        check_lines = [
-            "not checked: --no-check; the entries were imported without compiling them for "
-            "their device"
-        ]
+    check_lines = _launch_checks(planned, store) if check else ["not checked: --no-check"]
     _store(store, planned, label)
     for line in check_lines:
         plain(line)

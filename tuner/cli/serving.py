@@ -18,32 +18,17 @@ import typer
 
 from db import repo
 from tuner.cli.errors import fail
-from tuner.cli.export import (
-    AllowPartialOpt,
-    AllowStaleOpt,
-    EngineVersionOpt,
-    TritonVersionOpt,
-    device_store,
-)
+from tuner.cli.export import AllowPartialOpt, AllowStaleOpt, device_store
 from tuner.cli.options import DbOpt, DeviceOpt, EngineOpt, TrialsKernelOpt
 from tuner.cli.output import out_folder, plain
-from tuner.cli.store import no_store_line, open_db, sqlite_missing, store_files, store_url
-from tuner.files.device import StoreFiles
-from tuner.files.mounts import (
-    DEFAULT_HOST_DIR,
-    DEFAULT_SITE_PACKAGES,
-    MountFormat,
-    render_mounts,
-    store_request,
-)
+from tuner.cli.store import no_store_line, open_db, sqlite_missing, store_url
+from tuner.files.device import device_mounts
+from tuner.files.mounts import DEFAULT_HOST_DIR, MountFormat
 from tuner.files.provenance import installed_triton
 from tuner.files.pull import (
-    PULL_FORMATS,
     PullError,
     choose_release,
-    release_entry,
     release_tuned,
-    render_pull_recipe,
     replace_folder,
     version_mismatch,
     wanted_files,
@@ -51,15 +36,8 @@ from tuner.files.pull import (
 from tuner.inputs.backends import device_advice
 from tuner.kernels.source import vllm_version
 
-SitePackagesOpt = Annotated[
-    str | None,
-    typer.Option(help="The engine's site-packages in the container [default: its usual image's]."),
-]
 FormatOpt = Annotated[
-    MountFormat,
-    typer.Option(
-        "--format", help="Mounts; or (-pull) a recipe that runs `tuner pull` before the engine."
-    ),
+    MountFormat, typer.Option("--format", help="Mounts, or (-pull) a recipe that pulls first.")
 ]
 ServerOpt = Annotated[
     str | None, typer.Option(help="-pull: the tuner service's URL as the pods reach it.")
@@ -75,7 +53,6 @@ HostDirOpt = Annotated[
 def mounts(
     device: DeviceOpt,
     engine_name: EngineOpt = "vllm",
-    site_packages: SitePackagesOpt = None,
     fmt: FormatOpt = "docker",
     server: ServerOpt = None,
     release: ReleaseOpt = None,
@@ -84,92 +61,31 @@ def mounts(
     allow_stale: AllowStaleOpt = False,
     kernel: TrialsKernelOpt = "auto",
     db: DbOpt = None,
-    engine_version: EngineVersionOpt = None,
-    triton_version: TritonVersionOpt = None,
 ) -> None:
     """Print read-only mounts of each config file of a device in the store into the engine's
     config folder, or (k8s-pull, compose-pull) a recipe that pulls a release of them first."""
-    site = site_packages or DEFAULT_SITE_PACKAGES[engine_name]
-    if fmt in PULL_FORMATS:
-        if server is None:
-            raise fail(f"--format {fmt} needs --server, the tuner service's URL")
-        chosen = _stored_release(db, device, release)
-        return _pull_recipe(fmt, server, chosen, engine_name, site, engine_version, triton_version)
-    read = _store_files(device, engine_name, (allow_partial, allow_stale, kernel), db)
-    request = store_request(
-        read,
-        triton_version,
-        host_dir=host_dir,
-        engine=engine_name,
-        site_packages=site,
-        fmt=fmt,
-        engine_version=engine_version,
-    )
+    if fmt.endswith("-pull") and server is None:
+        raise fail(f"--format {fmt} needs --server, the tuner service's URL")
+    store, device_name = device_store(db, device)
+    scope = {"allow_partial": allow_partial, "allow_stale": allow_stale, "kernel": kernel}
     try:
-        typer.echo(render_mounts(request), nl=False)
-    except ValueError as exc:
-        raise fail(str(exc)) from None
-    sglang = " --engine sglang" if engine_name == "sglang" else ""
-    typer.echo(
-        f"note: `tuner export --device {request.device_name} --out DIR{sglang}` writes the "
-        f"files for {host_dir}/ (or unzip the release's configs.zip there)",
-        err=True,
-    )
-
-
-def _pull_recipe(fmt: str, server: str, chosen: Mapping[str, Any], *given: Any) -> None:
-    """Print the recipe that pulls release `chosen` from `server` (`render_pull_recipe`);
-    `given`: the engine, site-packages, --engine-version and --triton-version."""
-    engine, site, engine_version, triton_version = given
-    try:
-        text = render_pull_recipe(
-            fmt,
-            server=server_url(server),
-            release=chosen,
-            engine=engine,
-            site_packages=site,
-            engine_version_=engine_version,
-            triton_version=triton_version,
-        )
+        with repo.session_scope(store) as session:
+            text = device_mounts(
+                session,
+                device_name,
+                fmt=fmt,
+                engine=engine_name,
+                host_dir=host_dir,
+                server=server_url(server) if server else "",
+                release=release,
+                out_dtype=None,
+                **scope,
+            )
+    except LookupError as exc:
+        raise fail(str(exc), 1) from None
     except ValueError as exc:
         raise fail(str(exc)) from None
     typer.echo(text, nl=False)
-
-
-def _store_files(
-    device: str, engine: str, kept: tuple[bool, bool, str], db: str | None
-) -> StoreFiles:
-    """A device's merged files in the store (`kept`: --allow-partial, --allow-stale,
-    --kernel); exit 2 when there is none."""
-    allow_partial, allow_stale, kernel = kept
-    store, device_name = device_store(db, device)
-    read = store_files(
-        store,
-        device_name,
-        out_dtype=None,
-        allow_stale=allow_stale,
-        allow_partial=allow_partial,
-        engine_name=engine,
-        kernel=kernel,
-    )
-    if not read.files.files:
-        stale = "; --allow-stale also uses stale trials" if read.view.scope.stale_trials else ""
-        raise fail(
-            f"{device_name} has no complete file yet; --allow-partial mounts what there is{stale}"
-        )
-    return read
-
-
-def _stored_release(db: str | None, device: str, number: int | None) -> Mapping[str, Any]:
-    """Release `number` (else the newest) of the device in the store, as an entry of `GET
-    /devices/{d}/releases`; exit 1 with one line when there is none."""
-    store, device_name = device_store(db, device)
-    with repo.session_scope(store) as session:
-        releases = [release_entry(r) for r in repo.list_releases(session, device_name=device_name)]
-    try:
-        return choose_release(releases, device_name, number)
-    except PullError as exc:
-        raise fail(str(exc), 1) from None
 
 
 def serve(
@@ -177,10 +93,7 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to bind.")] = 8000,
     create_store: Annotated[
-        bool,
-        typer.Option(
-            "--create-store", help="Create an empty store where the SQLite file is absent."
-        ),
+        bool, typer.Option("--create-store", help="Create the store if its file is absent.")
     ] = False,
 ) -> None:
     """Serve the merged config files over HTTP (FastAPI under uvicorn).

@@ -95,10 +95,6 @@ def _save(
     plain(f"saved as model '{name}', TP {tp}: {path}")
 
 
-def _next_step(device: str, model: str, tp: int | None) -> str:
-    return f"tuner sweep --device {device} --model {model} --tp {tp or '<TP>'}"
-
-
 def _print_log(log: Path, scan: LogScan, tp: int | None) -> None:
     """A log's missing files (`tuner.inputs.logs.read_log`): a line on the log, whether the
     server reads the tuned files, and each family's shapes without a config file."""
@@ -142,17 +138,12 @@ def from_log(
     _print_log(log, scan, tp)
     if not found:
         raise fail(
-            f"{log}: no 'Config file not found' warning of the W8A8 block-FP8 kernel in "
-            f"{scan.lines} lines: every shape had a file, the Triton kernel did not run, "
-            "or this is not a vLLM/SGLang server log",
+            f"{log}: no 'Config file not found' warning of the W8A8 block-FP8 kernel: every "
+            "shape had a file, the Triton kernel did not run, or it is no vLLM/SGLang log",
             1,
         )
-    device = scan.device_names[0] if len(scan.device_names) == 1 else "<device>"
-    if save is None:
-        plain(f"save them with --save NAME, then: {_next_step(device, 'NAME', tp)}")
-        return
-    _save_log(log, scan, found, tp, save)
-    plain(f"next: {_next_step(device, save, tp)}")
+    if save is not None:
+        _save_log(log, scan, found, tp, save)
 
 
 def _save_log(
@@ -228,7 +219,6 @@ def from_config(
         raise fail(str(exc)) from None
     _print_derived(config, derived, tp)
     if save is None:
-        plain(f"save them with --save NAME, then: {_next_step('<device>', 'NAME', tp)}")
         return
     parts = "dense layers and MoE experts" if derived.moe else "dense layers"
     _save(
@@ -243,4 +233,3 @@ def from_config(
         description=f"{derived.model or save}: {parts} derived from config.json",
         model_type=derived.model_type,
     )
-    plain(f"next: {_next_step('<device>', save, tp)}")

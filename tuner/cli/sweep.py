@@ -36,7 +36,7 @@ from tuner.cli.store import existing_store, masked, open_db
 from tuner.core import REQUIRED_M, OutDtype
 from tuner.inputs.shapes import UnknownModelError, load_shapes
 from tuner.run.plan import model_requests, plan_lines, space_name
-from tuner.run.supervisor import interrupted, interrupted_exit
+from tuner.run.supervisor import interrupted
 from tuner.run.sweep import commonest_failure, run_workers, supervisor
 from tuner.search.registry import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
@@ -179,7 +179,7 @@ def _plan_and_run(store, url: str, request, what: str, runner, visible, trial_ti
             trial_timeout_s=trial_timeout_s,
         )
     except KeyboardInterrupt as exc:  # here: Click would turn SIGTERM's exit code into 130
-        raise fail(interrupted(exc), interrupted_exit(exc)[0]) from None
+        raise fail(*interrupted(exc)) from None
     for line in lines:
         plain(line)
     if (now.trials_total or now.tasks_failed) and not now.trials_ok:
@@ -231,7 +231,7 @@ def worker(
             **scope,
         ).run()
     except KeyboardInterrupt as exc:
-        raise fail(interrupted(exc), interrupted_exit(exc)[0]) from None
+        raise fail(*interrupted(exc)) from None
     plain(
         f"worker done: {_unfinished(store, url, scope)} unfinished task(s) left in {where}; "
         f"{report.crashed} crashed, "

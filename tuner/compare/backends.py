@@ -1,11 +1,11 @@
 """The kernels `tuner compare` times besides our Triton kernel: torch's block-scaled FP8
-matmul, vLLM's CUTLASS and DeepGEMM ops, and vLLM's Marlin and Humming classes, each on the
+matmul, vLLM's CUTLASS and DeepGEMM ops, and vLLM's Marlin class (sm89's default), each on the
 inputs of one `CandidateRunner` (our KernelRunner: the same check against the float64
 reference and the same timing as a trial).
 
 Facts about vLLM 0.33.0 (its files under vllm/model_executor/):
-- kernels/linear/scaled_mm/marlin.py `MarlinFP8ScaledMMLinearKernel` and humming.py
-  `HummingFP8ScaledMMLinearKernel` subclass `FP8ScaledMMLinearKernel`, whose constructor takes
+- kernels/linear/scaled_mm/marlin.py `MarlinFP8ScaledMMLinearKernel` subclasses
+  `FP8ScaledMMLinearKernel`, whose constructor takes
   `(FP8ScaledMMLinearLayerConfig, layer_param_names)`; `is_supported()` is a `(bool, reason)`
   classmethod. Marlin is weight-only FP8 (W8A16): `apply_weights` takes the layer input as it is.
 - layers/quantization/fp8.py `Fp8LinearMethod.create_weights`: the layer carries `weight`
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from functools import partial
 from typing import Any
 
 from tuner.compare.versus import (
@@ -29,24 +28,19 @@ from tuner.compare.versus import (
     TORCH_SCALED_MM,
     VLLM_CUTLASS,
     VLLM_DEEPGEMM,
-    VLLM_HUMMING,
     VLLM_MARLIN,
     Candidate,
 )
 from tuner.core import error_line
 from tuner.kernels.serving import block_fp8_layer_config
-from tuner.kernels.vllm_table import HUMMING, MARLIN
+from tuner.kernels.vllm_table import MARLIN
 from tuner.measure.runner import KernelRunner, Problem
 
 # A library kernel: (A [M, K] fp8, As [M, ceil(K/group_k)] fp32, B [N, K] fp8,
 # Bs [ceil(N/group_n), ceil(K/group_k)] fp32, out dtype, block_shape) -> C [M, N].
 LibraryKernel = Callable[..., object]
-_SCALED_MM = "vllm.model_executor.kernels.linear.scaled_mm"
-# kernel name -> (module, class name), vLLM 0.33.0.
-CLASSES = {
-    VLLM_MARLIN: (f"{_SCALED_MM}.marlin", MARLIN),
-    VLLM_HUMMING: (f"{_SCALED_MM}.humming", HUMMING),
-}
+# vLLM 0.33.0's module of MARLIN, the class.
+MARLIN_MODULE = "vllm.model_executor.kernels.linear.scaled_mm.marlin"
 
 
 def _torch_scaled_mm(A, As, B, Bs, out_dtype, block_shape):
@@ -81,25 +75,18 @@ def _torch_cpu_dequant(A, As, B, Bs, out_dtype, block_shape):
 
 def _vllm_ops() -> tuple[dict[str, LibraryKernel], dict[str, str]]:
     """vLLM's CUTLASS op (fp8_utils.cutlass_scaled_mm's call) and DeepGEMM's `fp8_gemm_nt`,
-    where vLLM's CUDA build is importable."""
+    where vLLM's CUDA build is importable (a kernel that cannot run fails its check)."""
     import torch
 
     try:
         from vllm import _custom_ops as ops
+        from vllm.utils.deep_gemm import fp8_gemm_nt
     except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
-        return {}, dict.fromkeys(
-            (VLLM_DEEPGEMM, VLLM_CUTLASS), f"vLLM not importable here ({error_line(exc)})"
-        )
+        why = f"vLLM not importable here ({error_line(exc)})"
+        return {}, dict.fromkeys((VLLM_DEEPGEMM, VLLM_CUTLASS), why)
 
     def cutlass(A, As, B, Bs, out_dtype, block_shape):
         return ops.cutlass_scaled_mm(A, B.t(), out_dtype=out_dtype, scale_a=As, scale_b=Bs.t())
-
-    try:
-        from vllm.utils.deep_gemm import fp8_gemm_nt
-    except Exception as exc:  # noqa: BLE001
-        return {VLLM_CUTLASS: cutlass}, {
-            VLLM_DEEPGEMM: f"DeepGEMM not importable ({error_line(exc)})"
-        }
 
     def deepgemm(A, As, B, Bs, out_dtype, block_shape):
         out = torch.empty(A.shape[0], B.shape[0], dtype=out_dtype, device=A.device)
@@ -109,68 +96,39 @@ def _vllm_ops() -> tuple[dict[str, LibraryKernel], dict[str, str]]:
     return {VLLM_CUTLASS: cutlass, VLLM_DEEPGEMM: deepgemm}, {}
 
 
-def _probe(kernel: LibraryKernel, device: str) -> str | None:
-    """None when `kernel` runs a 128 x 256 x 256 block-FP8 product on `device`, else why not."""
-    import torch
-
-    fp8, ones = torch.float8_e4m3fn, partial(torch.ones, device=device)
+def _marlin(block_shape: tuple[int, int]) -> LayerKernel | str:
+    """vLLM's Marlin class as a LayerKernel, or why it is not timed (one line)."""
     try:
-        kernel(
-            ones(128, 256).to(fp8),
-            ones(128, 2),
-            ones(256, 256).to(fp8),
-            ones(2, 2),
-            torch.bfloat16,
-            (128, 128),
-        )
-    except Exception as exc:  # noqa: BLE001 - any failure means "cannot run here"
-        return f"cannot run here: {error_line(exc)}"
-    return None
-
-
-def _layer_class(name: str, block_shape: tuple[int, int]) -> LayerKernel | str:
-    """vLLM's class of this kernel as a LayerKernel, or why it is not timed (one line)."""
-    module, class_name = CLASSES[name]
-    try:
-        kernel_class = getattr(importlib.import_module(module), class_name)
+        kernel_class = getattr(importlib.import_module(MARLIN_MODULE), MARLIN)
         if tuple(block_shape) != (128, 128):
-            return f"block_shape {list(block_shape)}: only [128, 128] is wired to {class_name}"
+            return f"block_shape {list(block_shape)}: only [128, 128] is wired to {MARLIN}"
         supported, reason = kernel_class.is_supported()
     except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
-        return f"{class_name} not importable ({error_line(exc)})"
-    return LayerKernel(kernel_class) if supported else f"{class_name}: {reason}"
+        return f"{MARLIN} not importable ({error_line(exc)})"
+    return LayerKernel(kernel_class) if supported else f"{MARLIN}: {reason}"
 
 
 def library_kernels(
     device: str, block_shape: tuple[int, int] = (128, 128)
 ) -> tuple[dict[str, LibraryKernel], dict[str, str]]:
-    """(kernel name -> library kernel, kernel name -> why it is not timed) on `device`
-    ("cuda" or "cpu"): torch's, vLLM's ops on a GPU, and Marlin and Humming through vLLM's
-    classes wherever vLLM's own `is_supported` says they run."""
-    import torch.nn.functional as F
-
-    kernels: dict[str, LibraryKernel] = {}
-    no_scaled_mm = "this torch has no torch.nn.functional.scaled_mm with ScalingType"
-    unavailable: dict[str, str | None] = {TORCH_SCALED_MM: no_scaled_mm}
-    if hasattr(F, "scaled_mm") and hasattr(F, "ScalingType"):
-        kernels[TORCH_SCALED_MM] = _torch_scaled_mm
-        unavailable[TORCH_SCALED_MM] = _probe(kernels[TORCH_SCALED_MM], device)
+    """(kernel name -> library kernel, kernel name -> why it is not timed) on `device`: on
+    "cuda" torch's and vLLM's ops (one that cannot run here fails its check), on "cpu" the
+    dequantizing stand-in; Marlin through vLLM's class wherever vLLM's own `is_supported`
+    says it runs."""
+    kernels: dict[str, LibraryKernel]
     if device == "cpu":
-        kernels[TORCH_CPU] = _torch_cpu_dequant
-        why = "CPU run: vLLM's GPU kernels are not timed"
-        unavailable |= dict.fromkeys((VLLM_DEEPGEMM, VLLM_CUTLASS), why)
+        why = "CPU run: the GPU kernels are not timed"
+        kernels = {TORCH_CPU: _torch_cpu_dequant}
+        unavailable = dict.fromkeys((TORCH_SCALED_MM, VLLM_DEEPGEMM, VLLM_CUTLASS), why)
     else:
-        ops, why_not = _vllm_ops()
-        kernels.update(ops)
-        unavailable.update(why_not)
-    for name in CLASSES:
-        loaded = _layer_class(name, block_shape)
-        if isinstance(loaded, str):
-            unavailable[name] = loaded
-        else:
-            kernels[name] = loaded
-    usable = {name: k for name, k in kernels.items() if unavailable.get(name) is None}
-    return usable, {name: why for name, why in unavailable.items() if why is not None}
+        kernels, unavailable = _vllm_ops()
+        kernels[TORCH_SCALED_MM] = _torch_scaled_mm
+    marlin = _marlin(block_shape)
+    if isinstance(marlin, str):
+        unavailable[VLLM_MARLIN] = marlin
+    else:
+        kernels[VLLM_MARLIN] = marlin
+    return kernels, unavailable
 
 
 class LayerKernel:
@@ -189,31 +147,25 @@ class LayerKernel:
         """A copy with no prepared layers."""
         return LayerKernel(self.kernel_class)
 
-    def _current(self):
-        """vLLM's current config while the class is built: one default `VllmConfig()`, as
-        vLLM's benchmarks use outside an engine."""
-        from vllm.config import VllmConfig, set_current_vllm_config
-
-        self._vllm_config = self._vllm_config or VllmConfig()
-        return set_current_vllm_config(self._vllm_config)
-
     def prepare(self, B, Bs, out_dtype) -> None:
         """Build and process the layer of weight copy B [N, K] fp8, Bs fp32 (untimed)."""
         if id(B) in self._layers:
             return
         import torch
+        from vllm.config import VllmConfig, set_current_vllm_config
 
         N, K = B.shape
         layer: Any = torch.nn.Module()  # carries vLLM's layer attributes too
-        layer.register_parameter("weight", torch.nn.Parameter(B.clone(), requires_grad=False))
-        layer.register_parameter(
-            "weight_scale_inv", torch.nn.Parameter(Bs.clone(), requires_grad=False)
-        )
+        for name, tensor in (("weight", B), ("weight_scale_inv", Bs)):
+            layer.register_parameter(name, torch.nn.Parameter(tensor.clone(), requires_grad=False))
         layer.input_size_per_partition, layer.output_size_per_partition = K, N
         layer.logical_widths, layer.orig_dtype = [N], out_dtype
         layer.weight_block_size, layer.input_scale = [128, 128], None
         names = ["weight", "weight_scale", "input_scale", "input_scale_ub"]
-        with self._current():
+        # vLLM's current config while the class is built: one default `VllmConfig()`, as vLLM's
+        # benchmarks use outside an engine.
+        self._vllm_config = self._vllm_config or VllmConfig()
+        with set_current_vllm_config(self._vllm_config):
             kernel = self.kernel_class(
                 block_fp8_layer_config(N, K, out_dtype), layer_param_names=names
             )
@@ -250,19 +202,14 @@ class CandidateRunner(KernelRunner):
 
     def _library(self, candidate: Candidate, weights):
         B, Bs = weights
-        inputs, block_shape = self.workload, self.problem.block_shape
-        if block_shape is None:
-            raise ValueError("vLLM's linear backends need a block shape [group_n, group_k]")
+        inputs, block_shape = self.workload, tuple(self.problem.block_shape or (128, 128))
         kernel = self.library[candidate.backend]
-        return kernel(inputs.A, inputs.As, B, Bs, self.out_dtype, tuple(block_shape))
+        return kernel(inputs.A, inputs.As, B, Bs, self.out_dtype, block_shape)
 
-    def _launch(self, config, out=None):
+    def _launch(self, config, out):
         if config.config is not None:
             return super()._launch(config.config, out=out)
-        result = self._library(config, self.weights[0])
-        if out is not None:
-            out.copy_(result)
-        return result
+        return out.copy_(self._library(config, self.weights[0]))
 
     def _launch_copy(self, config, copy: int) -> None:
         if config.config is not None:

@@ -1,9 +1,9 @@
-"""The project's facts, each defined once and imported from here: vLLM's config keys, trial
-and comparison statuses, output dtypes and the dtype label of FP8 file names, the device-name
-rule and the resolved device, an A/B's client run, the M grids, Triton's major.minor, the
-geometric mean and an exception's one line (the kernel source hash is `tuner.core.hashing`'s,
-which the kernels import). Below every other package (`db` imports it too): the standard library and
-`packaging` only."""
+"""The project's facts, each defined once and imported from here: vLLM's config keys, trial and
+comparison statuses, output dtypes and the dtype label of FP8 file names, the device-name rule,
+a visible GPU and the resolved device, an A/B's client run, the M grids, Triton's major.minor,
+the geometric mean and an exception's one line (the kernel source hash is
+`tuner.core.hashing`'s, which the kernels import). Below every other package (`db` imports it
+too): the standard library and `packaging` only."""
 
 from __future__ import annotations
 
@@ -155,6 +155,25 @@ class ResolvedDevice:
     compute_capability: str = ""
     interpreter: bool = False
     visible_ids: tuple[str | None, ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One visible CUDA GPU.
+
+    Attributes:
+        index: torch's device index in this process.
+        visible_id: what to put in CUDA_VISIBLE_DEVICES to pin a child process to it.
+        gpu_name: torch.cuda.get_device_name(), e.g. "NVIDIA L20".
+        device_name: vLLM's key, e.g. "NVIDIA_L20".
+        compute_capability: e.g. "8.9".
+    """
+
+    index: int
+    visible_id: str
+    gpu_name: str
+    device_name: str
+    compute_capability: str
 
 
 @dataclass(frozen=True)

@@ -6,48 +6,35 @@ import io
 import zipfile
 
 import tuner
-from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS, engine_folder, folder_for
+from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS, engine_folder
 from tuner.files.merge import DeviceFiles
+from tuner.files.mounts import DEFAULT_SITE_PACKAGES, FIND_SITE
 from tuner.inputs.backends import device_advice
 from tuner.kernels.engines import SGLANG_NOTE, TRITON_PLACEHOLDER
-from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
-from tuner.kernels.registry import family_of_part
-from tuner.kernels.shape import PER_TENSOR
+from tuner.kernels.registry import FAMILIES, get_family
 
 # 1980-01-01 is the earliest time a zip entry can carry; a fixed time keeps the bytes stable.
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
-# The families of a model's linear layers ("Dense files") and of its experts ("Fused-MoE files").
-_LAYERS, _EXPERTS = family_of_part(LINEAR_LAYERS).name, family_of_part(EXPERTS).name
-_CONFIGS_DIR, _VLLM = folder_for("vllm", _LAYERS), DEFAULT_ENGINE_VERSIONS["vllm"]
-_MOE_ENV = engine_folder("vllm", _EXPERTS).env
-_SGLANG = DEFAULT_ENGINE_VERSIONS["sglang"]
-_SGLANG_MOE = engine_folder("sglang", _EXPERTS).folder.replace(TRITON_PLACEHOLDER, "triton_<X_Y_Z>")
-
-# Where the checked vLLM release reads these files and when it runs this Triton kernel.
-_HOW_TO = f"""\
-Where vLLM {_VLLM} reads these files
-- Dense files (N=...,K=...) only from <site-packages>/{_CONFIGS_DIR}/
-  Find the folder: python3 -c "import os, vllm; print(os.path.join(os.path.dirname(vllm.__file__), \
-'model_executor/layers/quantization/utils/configs'))"
-- Fused-MoE files (E=...,N=...): from the folder named by {_MOE_ENV} first, then
-  <site-packages>/{folder_for("vllm", _EXPERTS)}/
-- Mount each file read-only into its folder (tuner mounts prints the mounts); restart the server
-  after changing them. The name must carry the device_name vLLM computes for the GPU.
-"""
-_SGLANG_HOW_TO = f"""\
-These files carry SGLang's spelling of the name (block_shape=[128, 128]).
-{SGLANG_NOTE}
-
-Where SGLang {_SGLANG} reads these files (tuner mounts --engine sglang --engine-version <release>
-prints the mounts of another release)
-- Dense files (N=...,K=...) only from <site-packages>/{folder_for("sglang", _LAYERS)}/
-- Fused-MoE files (E=...,N=...) from <site-packages>/{_SGLANG_MOE}/,
-  where triton_<X_Y_Z> is the serving image's Triton (3.8.0 is triton_3_8_0).
-- In the lmsysorg/sglang image <site-packages> is /sgl-workspace/sglang/python.
-"""
 
 
-def _files_section(device_files: DeviceFiles) -> list[str]:
+def where_lines(engine: str) -> list[str]:
+    """Where the engine's newest checked release reads each family's files (its rows)."""
+    release, site = DEFAULT_ENGINE_VERSIONS[engine], DEFAULT_SITE_PACKAGES[engine]
+    lines = [
+        f"Where {engine} {release} reads these files (restart it after changing them)",
+        f"- site-packages: {site} in its usual image; in yours: {FIND_SITE.format(engine)}",
+    ]
+    for family in FAMILIES.values():
+        row = next((r for r in family.files.engine_folders if r.engine == engine), None)
+        if row is not None:
+            first = f"the folder named by {row.env} first, then " if row.env else ""
+            folder = engine_folder(engine, family.name).folder
+            folder = folder.replace(TRITON_PLACEHOLDER, "triton_<X_Y_Z>")
+            lines.append(f"- {family.report.short_title or family.name} files: {first}{folder}/")
+    return lines
+
+
+def _files_section(device_files: DeviceFiles, device_name: str, engine: str) -> list[str]:
     """Each file's hash, M keys and merge notes, then the shapes and entries left out."""
     lines = [] if device_files.files else ["- none yet"]
     for device_file in sorted(device_files.files, key=lambda f: f.file_name):
@@ -63,12 +50,8 @@ def _files_section(device_files: DeviceFiles) -> list[str]:
     if device_files.skipped or device_files.left_out:
         lines += ["", "Left out"]
         for s in device_files.skipped:
-            blocks = (
-                f"block_shape=[{s.block_shape[0]},{s.block_shape[1]}]"
-                if s.block_shape
-                else PER_TENSOR
-            )
-            lines.append(f"- N={s.N}, K={s.K}, {blocks}: {s.reason}")
+            name = get_family(s.key.family).files.file_name(s.key.shape, device_name, engine)
+            lines.append(f"- {name}: {s.reason}")
         lines += [f"- {line}" for line in device_files.left_out]
     return lines
 
@@ -105,12 +88,15 @@ def build_zip(
         [f"Tuned with {tuned_with} (serve with the same Triton and vLLM)."] if tuned_with else []
     )
     if engine == "sglang":
-        lines += ["", _SGLANG_HOW_TO]
+        lines += ["", SGLANG_NOTE]
     else:
         advice = device_advice(device_name, [compute_capability or ""]).lines()
-        lines += ["", "Does vLLM read them", *advice, "", _HOW_TO]
+        lines += ["", "Does vLLM read them", *advice]
+    lines += ["", *where_lines(engine), ""]
     entries = {f.file_name: f.merged.text for f in device_files.files}
-    entries["README.txt"] = "\n".join([*lines, "Files", *_files_section(device_files)]) + "\n"
+    entries["README.txt"] = (
+        "\n".join([*lines, "Files", *_files_section(device_files, device_name, engine)]) + "\n"
+    )
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name in sorted(entries):

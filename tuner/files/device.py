@@ -15,8 +15,17 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from db import repo
+from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS
 from tuner.files.merge import DeviceFiles, SkippedShape, build_device_files, entries_left_out
+from tuner.files.mounts import (
+    PULL_FORMATS,
+    MountRequest,
+    release_request,
+    render_mounts,
+    versions_line,
+)
 from tuner.files.provenance import Provenance, current_provenance, installed_triton_minor
+from tuner.files.pull import one_triton, release_entry
 from tuner.inputs.devices import device_among, engine_device_name
 from tuner.kernels.shape import FamilyShape, Shape
 
@@ -166,11 +175,6 @@ class StoreFiles:
         ]
         return replace(self.files, skipped=skipped)
 
-    @property
-    def stale_skips(self) -> int:
-        """Shapes left out because some of their M have only stale trials."""
-        return sum(bool(self.stale_reason(item)) for item in self.files.skipped)
-
 
 def read_device(
     session: Session,
@@ -209,36 +213,97 @@ def read_device(
 
 
 def device_files(
-    session: Session,
-    device_name: str,
-    *,
-    out_dtype: str | None,
-    allow_stale: bool,
-    allow_partial: bool,
-    engine: str = "vllm",
-    kernel: str = "auto",
+    session: Session, device_name: str, *, allow_partial: bool, engine: str = "vllm", **read: Any
 ) -> StoreFiles:
-    """Turn the store into a device's files: `read_device`, then the merge.
+    """Turn the store into a device's files: `read_device` (with `read`: out_dtype,
+    allow_stale, kernel), then the merge.
 
     Winners come from trials of the current kernel source and Triton major.minor unless
     allow_stale; measured winners beat imported entries, which fill M without a winner.
-
-    Args:
-        session: an open session.
-        device_name: vLLM's device key, as stored.
-        out_dtype: only sweeps with this output dtype; None for all.
-        allow_stale: also trials of another kernel source or Triton major.minor.
-        allow_partial: also files of shapes whose M grid is not fully tuned.
-        engine: file-name spelling, "vllm" or "sglang".
-        kernel: whose kernels' trials count (`tuner.files.provenance.read_source`).
+    `allow_partial`: also files of shapes whose M grid is not fully tuned; `engine`: the
+    file-name spelling, "vllm" or "sglang".
 
     Raises:
         MergeError: the winners cannot be merged (e.g. two output dtypes for one (shape, M)).
     """
-    view = read_device(
-        session, device_name, out_dtype=out_dtype, allow_stale=allow_stale, kernel=kernel
-    )
+    view = read_device(session, device_name, **read)
     return StoreFiles(view, view.merge(allow_partial=allow_partial, engine=engine))
+
+
+def store_request(read: StoreFiles, fmt: str, engine: str, host_dir: str) -> MountRequest:
+    """The mounts of a device's merged files from the store: its key, files, compute
+    capability, what its winners were timed with, the GPU's names and the entries left out."""
+    view, tuned = read.view, versions_line(read.view.versions)
+    files = {f.file_name: f.merged.text for f in read.files.files}
+    notes = [
+        f"# {len(files)} W8A8 block-FP8 config file(s) for {view.device_name}, mounted "
+        f"read-only ({engine} {DEFAULT_ENGINE_VERSIONS[engine]}; restart it after changing them).",
+        f"# The files: tuner export --device {view.device_name} --engine {engine} --out "
+        f"{host_dir} (or unzip the release's configs.zip there).",
+        *([f"# Tuned with {tuned}."] if tuned else []),
+        *(f"# {line}" for line in read.files.left_out),
+    ]
+    return MountRequest(
+        view.device_name,
+        engine,
+        fmt,
+        files=files,
+        host_dir=host_dir,
+        capabilities=[view.compute_capability or ""],
+        triton=one_triton(view.versions),
+        gpu_names=[e.gpu_name for e in view.environments],
+        notes=notes,
+    )
+
+
+def stored_release(session: Session, device_name: str, number: int | None) -> repo.ReleaseInfo:
+    """A device's release `number` (None: its latest).
+
+    Raises:
+        LookupError: there is no such release (one line).
+    """
+    info = repo.get_release(session, device_name=device_name, number=number)
+    if info is None:
+        which = "yet" if number is None else str(number)
+        raise LookupError(
+            f"{device_name} has no release {which} (`tuner publish --device {device_name}` "
+            "makes one)"
+        )
+    return info
+
+
+def device_mounts(
+    session: Session,
+    device_name: str,
+    *,
+    fmt: str,
+    engine: str,
+    host_dir: str,
+    server: str,
+    release: int | None,
+    **scope: Any,
+) -> str:
+    """The text of `tuner mounts` and `GET /devices/{d}/mounts`: mounts of the device's merged
+    files (`device_files` with `scope`), or for a pull format the recipe that pulls release
+    `release` (None: the latest) from `server`.
+
+    Raises:
+        LookupError: no such release, or no complete file (one line).
+        MergeError: the winners cannot be merged.
+        ValueError: a request `render_mounts` refuses.
+    """
+    if fmt in PULL_FORMATS:
+        info = stored_release(session, device_name, release)
+        return render_mounts(release_request(release_entry(info), fmt, engine, server))
+    read = device_files(session, device_name, engine=engine, **scope)
+    if not read.files.files:
+        stale = read.view.scope.stale_trials
+        why = f"; {stale} ok trial(s) of another kernel or Triton left out" if stale else ""
+        raise LookupError(
+            f"{device_name} has no complete file to mount yet (partial files and stale trials "
+            f"can be allowed){why}"
+        )
+    return render_mounts(store_request(read, fmt, engine, host_dir))
 
 
 def target_device(requested: str | None, file_device: str, known: Sequence[str]) -> str:

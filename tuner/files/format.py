@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.core import CONFIG_KEYS, FP8_DTYPE, VLLM_M_GRID
-from tuner.kernels.registry import family_of_file, get_family
+from tuner.kernels.registry import family_of_file
 from tuner.kernels.shape import FamilyShape, Shape
 
 # Extra keys of AMD (ROCm) files, Triton's HIP compile options; such entries may lack num_stages.
@@ -65,11 +65,7 @@ def coverage_summary(keys: Iterable[int], *, file_order: bool = False) -> str:
     text = f"{len(present)} of vLLM's {len(VLLM_M_GRID)} M values"
     text += f": {', '.join(map(str, present))}" if present else ""
     text += f"; missing {', '.join(map(str, missing))}" if missing else "; complete"
-    if extra:
-        shown = ", ".join(map(str, extra[:8])) + (
-            f", ... ({len(extra)} in all)" if len(extra) > 8 else ""
-        )
-        text += f"; other keys {shown}"
+    text += f"; other keys {', '.join(map(str, extra))}" if extra else ""
     for M in (1, VLLM_M_GRID[-1]):
         if keys and M not in keys:
             text += f"; M={M} runs the M={vllm_pick_key(keys, M, file_order=file_order)} entry"
@@ -249,17 +245,6 @@ class ParsedFile:
         return {"N": shape.N, "K": shape.K, "block_shape": shape.block_shape} | key.store_fields()
 
 
-def parse_import_name(file_name: str) -> tuple[str, Shape, str, str]:
-    """The kernel family of a config file's name (vLLM's or SGLang's spelling), and the shape,
-    device_name and dtype the name says.
-
-    Raises:
-        ValueError: no registered family parses the name (`family_of_file`'s error).
-    """
-    family = family_of_file(file_name)
-    return family.name, *family.files.parse_file_name(file_name)
-
-
 MAX_FILE_BYTES = 1_048_576  # vLLM's largest shipped files are a few KiB
 
 
@@ -281,7 +266,8 @@ def parse_file_for_import(file_name: str, data: bytes, source: str | None = None
     """
     source = source or file_name
     try:
-        family, shape, device_name, dtype = parse_import_name(file_name)
+        family = family_of_file(file_name)
+        shape, device_name, dtype = family.files.parse_file_name(file_name)
     except ValueError as exc:
         raise ValueError(f"{source}: {exc}" if source != file_name else str(exc)) from None
     if dtype != FP8_DTYPE:
@@ -299,8 +285,8 @@ def parse_file_for_import(file_name: str, data: bytes, source: str | None = None
         raise ValueError(f"{source}: not UTF-8 text") from None
     configs = parse_config_file(text, source=source)
     sha256 = hashlib.sha256(data).hexdigest()
-    vllm_name = get_family(family).respell(file_name, "vllm")
-    return ParsedFile(family, shape, device_name, configs, sha256, vllm_name)
+    vllm_name = family.respell(file_name, "vllm")
+    return ParsedFile(family.name, shape, device_name, configs, sha256, vllm_name)
 
 
 def parse_config_list(text: str, *, source: str = "<text>") -> list[dict[str, int]]:

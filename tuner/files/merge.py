@@ -4,7 +4,6 @@ coverage, atomic writes."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
 from collections import Counter
@@ -86,10 +85,7 @@ def _winner_entry(
             f"M={M}: no default-config baseline measured; winner kept unchecked",
         ]
     if winner.latency_us >= winner.default_latency_us:
-        try:
-            shown = KernelConfig.from_dict(winner.config).short()
-        except ValueError:
-            shown = json.dumps(dict(winner.config))
+        shown = KernelConfig.from_dict(winner.config).short()
         return default_at(M).as_dict(), [
             *notes,
             f"M={M}: best config {shown} ({winner.latency_us:.2f} us) is not faster than the "
@@ -110,16 +106,11 @@ def _entries(
     notes: list[str] = []
     for M in sorted(by_m):
         if M in configs:
-            origin = (
-                f"the entry imported from '{labels[M]}'" if M in labels else "the existing entry"
-            )
-            notes.append(f"M={M}: measured winner replaces {origin}")
+            notes.append(f"M={M}: measured winner replaces the entry imported from '{labels[M]}'")
         configs[M], winner_notes = _winner_entry(by_m[M], default_at)
         notes += winner_notes
     notes += [
         f"M={M}: imported from '{labels[M]}', not measured here (no comparison with the default)"
-        if M in labels
-        else f"M={M}: kept from the existing file, not measured here"
         for M in sorted(configs)
         if M not in by_m
     ]

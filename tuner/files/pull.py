@@ -1,7 +1,5 @@
 """`tuner pull`'s core (pure apart from the folder it writes): pick a published release, check
-every downloaded file against its sha256, and replace a folder's files with it; plus the
-recipes that run `tuner pull` before vLLM starts (a Kubernetes init container, a compose
-one-shot service), the release pinned.
+every downloaded file against its sha256, and replace a folder's files with it.
 
 Nothing here speaks HTTP: the caller downloads, this checks and writes.
 """
@@ -13,35 +11,17 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from tuner.core import minor_of
-from tuner.files.engine_folders import engine_version
 from tuner.files.format import dump_config_file, parse_config_file
 from tuner.files.merge import write_atomically
-from tuner.files.mounts import (
-    VOLUME,
-    MountFormat,
-    Placed,
-    advice_comments,
-    check_path,
-    compose_file,
-    engine_lines,
-    flag_lines,
-    folder_lines,
-    k8s_parts,
-    needs_flag,
-    place,
-    served_file_name,
-)
+from tuner.inputs.devices import engine_device_name
 from tuner.kernels.registry import family_of_file
 
 # Written last into the folder: which release it holds and its files (the next pull removes
 # those the new release lacks).
 MARKER = ".blockfp8-release.json"
-PULL_FORMATS: tuple[str, ...] = get_args(MountFormat)[3:]
-# The image `tuner pull` runs in: the project's Dockerfile (no torch or triton needed).
-PULL_IMAGE = "blockfp8-tuner"
 
 
 class PullError(Exception):
@@ -84,6 +64,21 @@ def choose_release(
             return release
     have = ", ".join(str(r["number"]) for r in sorted(releases, key=lambda r: r["number"]))
     raise PullError(f"{device_name} has no release {number}; releases: {have}")
+
+
+def served_file_name(
+    name: str, device_name: str, engine: str, gpu_names: Sequence[str] = ()
+) -> str:
+    """A config file's name (either spelling) as `engine` reads it for a device: its family's
+    name of its shape, with the device part the engine writes (`engine_device_name` of the
+    device key and the GPU's names as CUDA reported them).
+
+    Raises:
+        ValueError: a name no family parses.
+    """
+    family = family_of_file(name)
+    device = engine_device_name(engine, device_name, gpu_names)
+    return family.files.file_name(family.files.parse_file_name(name)[0], device, engine)
 
 
 def wanted_files(release: Mapping[str, Any], engine: str) -> list[Wanted]:
@@ -186,92 +181,11 @@ def release_entry(info: Any) -> dict[str, Any]:
     }
 
 
-def release_triton(release: Mapping[str, Any]) -> str | None:
-    """The one Triton version a release's winners were timed with (its summary's `versions`),
-    or None when it names none or several."""
-    versions = (release.get("summary") or {}).get("versions") or {}
+def one_triton(versions: Mapping[str, Sequence[str]]) -> str | None:
+    """The one Triton version winners were timed with (`DeviceView.versions`, a release
+    summary's `versions`), or None when they name none or several."""
     timed = versions.get("triton") or []
     return timed[0] if len(timed) == 1 else None
-
-
-def render_pull_recipe(
-    fmt: str,
-    *,
-    server: str,
-    release: Mapping[str, Any],
-    engine: str,
-    site_packages: str,
-    engine_version_: str | None = None,
-    triton_version: str | None = None,
-) -> str:
-    """A recipe that runs `tuner pull` of a pinned release (`choose_release`) into a volume
-    before the engine starts, then mounts each file of it read-only where the engine's release
-    reads it (`tuner.files.mounts.place`; a family's folder named by a variable: the whole
-    volume). `fmt`: "k8s-pull" (an init container, an emptyDir) or "compose-pull" (a one-shot
-    service, a named volume; per-file `volume.subpath` needs Docker Engine 26+). `server`: the
-    service's URL as the pods reach it; `triton_version`: the serving image's (SGLang's MoE
-    folder), None for the release's (`release_triton`).
-
-    Raises:
-        ValueError: an unknown format or engine version, a bad site-packages path; SGLang MoE
-            files and no Triton version.
-    """
-    if fmt not in PULL_FORMATS:
-        raise ValueError(f"format must be one of {', '.join(PULL_FORMATS)}, got {fmt!r}")
-    version = engine_version(engine, engine_version_)
-    site = check_path(site_packages)
-    device, number = release["device_name"], release["number"]
-    names = [f["file_name"] for f in release["files"]]
-    triton = triton_version or release_triton(release)
-    placed = place(names, device, engine, site, version, triton, release_tuned(release, "gpu_name"))
-    capabilities = release_tuned(release, "compute_capability")
-    head = [
-        f"# {device} release {number} ({len(names)} file(s), content "
-        f"{release['content_sha256'][:12]}), pulled (every sha256 checked) before {engine} "
-        f"{version} starts and mounted read-only file by file.",
-        *engine_lines(engine, version, site),
-        *folder_lines(placed, "the whole volume"),
-        *placed.notes,
-        *advice_comments(device, capabilities, engine),
-        f"# {PULL_IMAGE}: docker build -t {PULL_IMAGE} . in the tuner's source (for a cluster, "
-        "push it to your registry and set image: to it).",
-    ]
-    args = [
-        *("tuner", "pull", "--server", server, "--device", device),
-        *("--release", str(number), "--engine", engine, "--out", "/configs"),
-    ]
-    body = (_k8s_pull_body if fmt == "k8s-pull" else _compose_pull_body)(args, engine, placed)
-    flag = needs_flag(device, capabilities, engine, names)
-    return "\n".join(head + body + (flag_lines(fmt) if flag else [])) + "\n"
-
-
-def _k8s_pull_body(args: list[str], engine: str, placed: Placed) -> list[str]:
-    """The pod spec's part (an emptyDir, the init container) and the serving container's
-    (one subPath per file, the whole volume for a folder, its variable)."""
-    init: dict[str, Any] = {"name": "blockfp8-pull", "image": PULL_IMAGE, "command": args}
-    init["volumeMounts"] = [{"name": VOLUME, "mountPath": "/configs"}]
-    pod = {"volumes": [{"name": VOLUME, "emptyDir": {}}], "initContainers": [init]}
-    return k8s_parts(pod, placed, VOLUME)
-
-
-def _compose_pull_body(args: list[str], engine: str, placed: Placed) -> list[str]:
-    """A compose file: the one-shot pull service, the serving service's volumes (one subpath
-    per file, the whole volume for a folder) and variables, and the named volume."""
-    mount: dict[str, Any] = {"type": "volume", "source": VOLUME}
-    volumes = [
-        mount | {"target": f.target, "read_only": True, "volume": {"subpath": f.dst}}
-        for f in placed.files
-    ]
-    volumes += [mount | {"target": f.target, "read_only": True} for f in placed.folders]
-    depends = {"blockfp8-pull": {"condition": "service_completed_successfully"}}
-    pull = {"image": PULL_IMAGE, "command": args, "volumes": [f"{VOLUME}:/configs"]}
-    return compose_file(
-        engine,
-        {"depends_on": depends, "volumes": volumes},
-        placed,
-        {"blockfp8-pull": pull},
-        {"volumes": {VOLUME: {}}},
-    )
 
 
 def version_mismatch(

@@ -22,8 +22,6 @@ from tuner.files.device import StoreFiles, device_files
 from tuner.files.merge import DeviceFile, entries_left_out
 from tuner.files.mounts import versions_line
 
-IMPORTED_NOTE = "imported, not measured here"
-
 
 class NothingToPublish(ValueError):
     """The device has no file to publish (within the scope asked for); the message says why in
@@ -75,18 +73,12 @@ def _summary(read: StoreFiles, scope: dict[str, Any]) -> dict[str, Any]:
         for e in view.environments
         if winners.get(e.environment_id)
     ]
-    provenance = {
-        "kernel_hash": current.kernel_hash,
-        "triton_minor": current.triton_minor,
-        "kernel_source": current.kernel_source,
-        "vllm": current.vllm,
-    }
+    provenance = {k: v for k, v in asdict(current).items() if k != "other_hashes"}
     return {
         "scope": {k: scope[k] for k in ("allow_partial", "allow_stale", "out_dtype")} | provenance,
         "versions": view.versions,
         "tuned_with": tuned_with,
         "measured": bool(view.winners),
-        "note": None if view.winners else IMPORTED_NOTE,
         "skipped": [
             {"N": s.N, "K": s.K, "block_shape": s.block_shape and list(s.block_shape)}
             | {"m_missing": list(s.m_missing), "reason": s.reason}

@@ -56,42 +56,22 @@ def linear_backend_value(value: str) -> str:
 # The form of the flag in a vLLM engine-args config or Python call (vLLM 0.33.0,
 # vllm/config/kernel.py: KernelConfig.linear_backend_per_quant, keyed by quantization).
 PER_QUANT_FORM = 'linear_backend_per_quant={"fp8_block_w8a8": "triton"}'
-TRITON_WAYS = (
-    f"`{TRITON_FLAG}`",
-    f"`{PER_QUANT_FORM}`",
-    "`VLLM_DISABLED_KERNELS` naming every kernel ahead of Triton",
+READ_RULE = (
+    f"vLLM {VLLM_VERSION} reads the dense files only with {TRITON_FLAG} or {PER_QUANT_FORM}; "
+    "VLLM_BATCH_INVARIANT=1 ignores them."
 )
-BATCH_INVARIANT_NOTE = "VLLM_BATCH_INVARIANT=1 ignores the files"
 
 
 def backend_lines(compute_capability: str | None = None) -> list[str]:
-    """Plain-text lines saying, per architecture, which kernel vLLM 0.33.0 runs by default
-    and what makes it run the Triton kernel (and so read the files); the device's own
-    architecture is marked when its compute capability is known.
-
-    Args:
-        compute_capability: e.g. "8.9" from the store's environments; None when unknown.
-
-    Returns:
-        One unwrapped line each (callers wrap them to their width).
-    """
+    """A heading, then one "- " line per architecture of vLLM 0.33.0's default block-FP8
+    kernel (the device's own marked when `compute_capability`, e.g. "8.9", is known), then
+    `READ_RULE`; unwrapped (callers wrap them to their width)."""
     mine = arch_of(compute_capability)
-    lines = [
-        f"Which kernel vLLM {VLLM_VERSION} runs for block-FP8 linear layers (other "
-        "versions may differ):"
-    ]
+    lines = [f"vLLM {VLLM_VERSION}'s default kernel for block-FP8 linear layers:"]
     for arch in ARCH_BACKENDS:
         mark = " (this device)" if arch.arch == mine else ""
         lines.append(f"- {arch.arch}{mark} ({arch.gpus}): by default {arch.default}; {arch.note}.")
-    lines.append(
-        "- Triton, and so these files, runs by default on none of them; only with "
-        f"{', or '.join(TRITON_WAYS)}; {BATCH_INVARIANT_NOTE}."
-    )
-    lines.append(
-        "- Measure before switching: `tuner compare` times the tuned Triton kernel "
-        "against the alternatives on your GPU."
-    )
-    return lines
+    return [*lines, f"- {READ_RULE}"]
 
 
 # vLLM 0.33.0, choose_scaled_mm_linear_kernel: logger.info_once("Selected %s for %s", ...).
@@ -116,33 +96,18 @@ def linear_backend_arg(line: str) -> str | None:
 
 
 def kernel_verdict(kernels: tuple[str, ...], linear_backend: str | None) -> str | None:
-    """One line: whether a server with these settings reads the tuned files.
-
-    Args:
-        kernels: the block-FP8 kernel classes the log says vLLM selected.
-        linear_backend: the `linear_backend` the log's arguments name, or None.
-
-    Returns:
-        The line, or None when the log says neither.
-    """
-    if not kernels:
-        if linear_backend == "triton":
-            return (
-                "vLLM was started with linear_backend triton: it runs the Triton kernel "
-                "and reads the tuned files."
-            )
+    """One line: whether a server reads the tuned files, from the block-FP8 kernel classes its
+    log says vLLM selected and the `linear_backend` its arguments name; None when it says
+    neither."""
+    if kernels:
+        said = f"vLLM selected {', '.join(f'{_LABELS[k]} ({k})' for k in kernels)}"
+    elif linear_backend == "triton":
+        said = "vLLM was started with linear_backend triton"
+    else:
         return None
-    labels = ", ".join(f"{_LABELS[k]} ({k})" for k in kernels)
-    if kernels == (TRITON_KERNEL,):
-        return (
-            f"vLLM selected {labels} for block-FP8 layers: the tuned files are read with "
-            "this server's settings."
-        )
-    return (
-        f"vLLM selected {labels} for block-FP8 layers: the tuned files are NOT read with "
-        f"this server's settings; {TRITON_FLAG} makes it run the Triton kernel that reads "
-        "them (measure first: tuner compare)."
-    )
+    if kernels in ((), (TRITON_KERNEL,)):
+        return f"{said}: the tuned files are read with this server's settings."
+    return f"{said}: the tuned files are NOT read with this server's settings. {READ_RULE}"
 
 
 @dataclass(frozen=True)
@@ -169,41 +134,36 @@ def device_advice(device_name: str, capabilities: Sequence[str] = ()) -> DeviceA
     environments' compute capabilities in the store, newest first ("" for the interpreter),
     else from the table of known GPUs (`tuner.kernels.gpus.KNOWN_GPUS`)."""
     if device_name == INTERPRETER_DEVICE_NAME:
-        cpu = f"{device_name} is Triton's CPU interpreter: its files carry CPU timings, for "
-        return DeviceAdvice((cpu + "trying the tuner out; no vLLM server reads them.",), False)
+        cpu = (
+            f"{device_name} is Triton's CPU interpreter: its files hold CPU timings, "
+            "read by no vLLM server."
+        )
+        return DeviceAdvice((cpu,), False)
     recorded = next(filter(None, map(capability_number, capabilities)), None)
     number = recorded or known_capability(device_name)
-    arch = None
     if number is None:
-        lines = [
-            f"{device_name}: architecture not known (no trial in the store names a compute "
-            "capability, and the GPU is not in the table of known GPUs).",
-            f"vLLM {VLLM_VERSION} runs the Triton kernel, and so reads these files, by default "
-            "on no CUDA GPU.",
-        ]
-    else:
-        capability = f"compute capability {capability_text(number)}"
-        source = f"{capability}, from its trials in the store"
-        if recorded is None:
-            source = f"{gpu_model(device_name)}: {capability}, from the table of known GPUs"
-        arch = arch_of(capability_text(number))
-        if arch is None:  # older than sm89: no FP8 dot
-            line = (
-                f"{device_name} is sm{number} ({source}): no FP8 dot (compute capability below "
-                "8.9), so the Triton block-FP8 kernel, and these files, cannot run there."
-            )
-            return DeviceAdvice((line,), False)
-        default = next(a.default for a in ARCH_BACKENDS if a.arch == arch)
-        lines = [
-            f"{device_name} is {arch} ({source}).",
-            f"vLLM {VLLM_VERSION}'s default kernel for block-FP8 linear layers there is "
-            f"{default}: these files are NOT read with default settings.",
-        ]
-    lines.append(
-        f"To have them read, start vLLM with {TRITON_FLAG} (or {PER_QUANT_FORM}); "
-        f"{BATCH_INVARIANT_NOTE}. Measure first: tuner compare times the tuned "
-        "Triton kernel against the default kernels on this GPU."
-    )
+        unknown = (
+            f"{device_name}: architecture not known (no compute capability in the store or "
+            "the table of known GPUs)."
+        )
+        return DeviceAdvice((unknown, READ_RULE), True)
+    where = "its trials in the store" if recorded else "the table of known GPUs"
+    source = f"compute capability {capability_text(number)}, from {where}"
+    if recorded is None:
+        source = f"{gpu_model(device_name)}: {source}"
+    arch = arch_of(capability_text(number))
+    if arch is None:
+        old = (
+            f"{device_name} is sm{number} ({source}): below sm89 there is no FP8 dot, so "
+            "these files cannot run there."
+        )
+        return DeviceAdvice((old,), False)
+    default = next(a.default for a in ARCH_BACKENDS if a.arch == arch)
+    lines = [
+        f"{device_name} is {arch} ({source}).",
+        f"vLLM's default kernel there is {default}.",
+        READ_RULE,
+    ]
     if arch == "sm90":
         lines.append(
             "Fused-MoE files (E=...) are read by default here: vLLM moves its Triton MoE "

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
 
-from tuner.core import INTERPRETER_DEVICE_NAME, ResolvedDevice, is_device_name, vllm_device_name
+from tuner.core import (
+    INTERPRETER_DEVICE_NAME,
+    GpuInfo,
+    ResolvedDevice,
+    is_device_name,
+    vllm_device_name,
+)
 
 INTERPRETER_ALIASES = frozenset({"interpreter", "cpu", INTERPRETER_DEVICE_NAME.lower()})
 
@@ -81,19 +86,6 @@ def matches(device: str, device_name: str) -> bool:
     return device_name.lower() in (wanted.lower(), f"nvidia_{wanted.lower()}")
 
 
-class VisibleGpu(Protocol):
-    """A GPU this process sees (`tuner.run.gpus.GpuInfo`)."""
-
-    @property
-    def visible_id(self) -> str: ...
-    @property
-    def gpu_name(self) -> str: ...
-    @property
-    def device_name(self) -> str: ...
-    @property
-    def compute_capability(self) -> str: ...
-
-
 def device_among(device: str, known: Iterable[str], *, new: bool = False) -> str:
     """The one of `known` (the store's device names, a folder's files') that a `--device`
     argument or an API path's device names: itself, else the one it `matches`; with `new`, when
@@ -123,7 +115,7 @@ def device_among(device: str, known: Iterable[str], *, new: bool = False) -> str
 
 def resolve_device(
     device: str,
-    find_gpus: Callable[[], Sequence[VisibleGpu]] | None = None,
+    find_gpus: Callable[[], Sequence[GpuInfo]] | None = None,
     *,
     need_device: bool = True,
     plan_only: bool = False,
@@ -164,9 +156,5 @@ def resolve_device(
         raise ValueError(f"--device {exc}") from None
     if not (need_device and find_gpus is not None):
         return ResolvedDevice(key), None
-    note = (
-        f"note: no visible GPU matches --device {device} here (visible: {visible}): the sweep "
-        f"would stop with that error; this plan is for one {key}, one worker per matching GPU "
-        "where it runs (or --no-run there for `tuner worker`)"
-    )
-    return ResolvedDevice(key, visible_ids=(None,)), note
+    note = f"note: no visible GPU matches --device {device} here (visible: {visible})"
+    return ResolvedDevice(key, visible_ids=(None,)), f"{note}; planned for {key}"

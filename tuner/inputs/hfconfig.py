@@ -142,13 +142,8 @@ def _moe(
 def _architecture(config: Mapping, where: str) -> tuple[str, bool]:
     """The config's one architecture, and whether its dense layers are derived (it is in
     KNOWN_ARCHITECTURES); another is accepted only with an expert count (MoE experts only).
-    ValueError (one line) for a file that is no model's config or an unknown dense model."""
+    ValueError (one line) for an unknown dense model (or a file that is no model's config)."""
     architectures = config.get("architectures")
-    if architectures is None and not any(key in config for key in ("model_type", "hidden_size")):
-        raise ValueError(
-            f"{where}: not a model's config.json (no architectures, model_type or "
-            "hidden_size): pass the config.json of a Hugging Face checkpoint"
-        )
     name = architectures[0] if isinstance(architectures, list) and len(architectures) == 1 else None
     is_moe = any(config.get(k) is not None for k in EXPERT_COUNT_KEYS)
     if not (isinstance(name, str) and (name in KNOWN_ARCHITECTURES or is_moe)):

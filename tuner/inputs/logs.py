@@ -77,7 +77,6 @@ class LogScan:
             has (one per rank and file).
         tp: tensor-parallel size from the engine's start-up line; None if absent or ambiguous.
         model: the served model's name or path from that line; None if absent or ambiguous.
-        lines: lines read.
         linear_kernels: the block-FP8 linear kernel classes vLLM says it selected ("Selected
             <kernel> for <method>", tuner.inputs.backends), in order of first appearance.
         linear_backend: the `linear_backend` of vLLM's non-default args, or None.
@@ -87,7 +86,6 @@ class LogScan:
     warnings: int
     tp: int | None
     model: str | None
-    lines: int
     linear_kernels: tuple[str, ...] = ()
     linear_backend: str | None = None
 
@@ -145,9 +143,8 @@ def scan_lines(lines: Iterable[str]) -> LogScan:
     models: list[str] = []
     backends: list[str | None] = []
     kernels: dict[str, None] = {}
-    warnings = count = 0
+    warnings = 0
     for raw in lines:
-        count += 1
         line = _ANSI_RE.sub("", raw).rstrip("\r\n")
         family = next((name for name, ll in logged.items() if ll.marker in line), None)
         if family is not None:
@@ -169,7 +166,6 @@ def scan_lines(lines: Iterable[str]) -> LogScan:
         warnings=warnings,
         tp=_one(tp for tp in tps if 0 < tp <= 1024),
         model=_one(models),
-        lines=count,
         linear_kernels=tuple(kernels),
         linear_backend=_one(b for b in backends if b),
     )

@@ -11,16 +11,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tuner.kernels.family import KernelFamily
 from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, get_family
-from tuner.kernels.shape import Shape, positive
+from tuner.kernels.shape import Shape
 
 # A model key is a file name: lower case, digits, '.', '_' and '-'.
 MODEL_KEY_RE = re.compile(r"[a-z0-9][a-z0-9._\-]{0,63}")
 MAX_GROUP = 999_999
 MAX_TP = 1024
-_TOP_KEYS = ("model", "description", "block_shape", "tp", "model_type")
 # A Hugging Face model type, e.g. "deepseek_v3" (what vLLM reads as hf_text_config.model_type).
 MODEL_TYPE_RE = re.compile(r"[a-z0-9][a-z0-9_]{0,63}")
 
@@ -70,7 +72,7 @@ class ModelShapes:
     @property
     def shapes(self) -> tuple[tuple[int, int], ...]:
         """The default family's (N, K) pairs (`pairs()`), for the comparisons that read them
-        (`tuner.compare.verify`, `tuner.compare.doctor`)."""
+        (`tuner.compare.versus`, `tuner.cli.doctor`)."""
         return self.pairs()
 
     def family_label(self, family: str) -> str:
@@ -117,77 +119,64 @@ def known_models() -> list[str]:
     return sorted({key for key in keys if MODEL_KEY_RE.fullmatch(key)})
 
 
+_Group = Annotated[int, Field(strict=True, ge=1, le=MAX_GROUP)]
+
+
+class _TpTable(BaseModel):
+    """One [tp.<size>] table: its source, then each family's shapes under the family's key."""
+
+    model_config = ConfigDict(extra="allow")
+    source: Annotated[str, Field(strict=True, pattern=r"\S")]
+
+
+class _ShapesFile(BaseModel):
+    """A shapes file's top level, as written (the model key is checked against the file name)."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: Annotated[str, Field(strict=True)]
+    description: Annotated[str, Field(strict=True)] = ""
+    model_type: Annotated[str, Field(strict=True, pattern=f"^{MODEL_TYPE_RE.pattern}$")] | None = (
+        None
+    )
+    block_shape: tuple[_Group, _Group]
+    tp: Annotated[dict[Annotated[int, Field(ge=1, le=MAX_TP)], _TpTable], Field(min_length=1)]
+
+
 def _parse(data: dict, label: str, key: str) -> dict[int, ModelShapes]:
     """Check a parsed shapes document strictly (errors name `label`): its entry per TP size."""
-    _known_keys(data, _TOP_KEYS, label)
-    model = data.get("model")
-    if model != key:
-        raise ShapesFileError(
-            f"{label}: model = {model!r:.70} differs from the file name ({key}.toml)"
-        )
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        raise ShapesFileError(f"{label}: description must be a string")
-    model_type = data.get("model_type")
-    if model_type is not None and (
-        not isinstance(model_type, str) or not MODEL_TYPE_RE.fullmatch(model_type)
-    ):
-        raise ShapesFileError(
-            f"{label}: model_type = {model_type!r:.70} is not a Hugging Face "
-            'model type such as "deepseek_v3"'
-        )
-    block = data.get("block_shape")
-    if not isinstance(block, list) or len(block) != 2:
-        raise ShapesFileError(f"{label}: block_shape = {block!r:.40} is not [group_n, group_k]")
-    block_shape = (
-        positive(block[0], f"{label}: group_n", MAX_GROUP),
-        positive(block[1], f"{label}: group_k", MAX_GROUP),
-    )
-    tables = data.get("tp")
-    if not isinstance(tables, dict) or not tables:
-        raise ShapesFileError(f"{label}: needs at least one [tp.<size>] table")
+    try:
+        doc = _ShapesFile.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(map(str, error["loc"])) or "file"
+        raise ShapesFileError(f"{label}: {where}: {error['msg']}") from None
+    if doc.model != key:
+        raise ShapesFileError(f"{label}: model = {doc.model!r:.70} differs from the file name")
     keyed = _keyed_families()
     entries = {}
-    for size, table in tables.items():
-        if not size.isdigit() or not 1 <= int(size) <= MAX_TP:
-            raise ShapesFileError(f"{label}: [tp.{size}] is not a TP size in 1..{MAX_TP}")
-        tp = int(size)
-        found = _parse_tp(table, f"{label}, TP {size}", block_shape, keyed)
-        entries[tp] = ModelShapes(model, description, tp, block_shape, *found, model_type)
+    for tp, table in doc.tp.items():
+        where = f"{label}, TP {tp}"
+        unknown = [name for name in table.model_extra or {} if name not in keyed]
+        if unknown:
+            allowed = ", ".join(("source", *keyed))
+            raise ShapesFileError(
+                f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed: {allowed}"
+            )
+        groups = {}
+        for name, family in keyed.items():
+            rows = (table.model_extra or {}).get(name, [])
+            shapes = family.shapes.parse_shapes(rows, where, doc.block_shape)  # type: ignore[misc]
+            if shapes:
+                groups[family.name] = shapes
+        if not groups:
+            default = get_family(DEFAULT_FAMILY).shapes
+            raise ShapesFileError(
+                f"{where}: {default.shapes_key} must be a non-empty list of {default.shapes_row}"
+            )
+        entries[tp] = ModelShapes(
+            key, doc.description, tp, doc.block_shape, table.source, groups, doc.model_type
+        )
     return entries
-
-
-def _known_keys(table: dict, allowed: Sequence[str], where: str) -> None:
-    unknown = [k for k in table if k not in allowed]
-    if unknown:
-        raise ShapesFileError(
-            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
-            f"allowed: {', '.join(allowed)}"
-        )
-
-
-def _parse_tp(
-    table: object, where: str, block_shape: tuple[int, int], keyed: Mapping[str, KernelFamily]
-) -> tuple[str, dict[str, tuple[Shape, ...]]]:
-    """One TP table: its source and family name -> shapes, each family parsing its own key;
-    at least one family must list some."""
-    if not isinstance(table, dict):
-        raise ShapesFileError(f"{where}: expected a table with source and shapes")
-    _known_keys(table, ("source", *keyed), where)
-    source = table.get("source")
-    if not isinstance(source, str) or not source.strip():
-        raise ShapesFileError(f"{where}: source must be a non-empty string")
-    groups: dict[str, tuple[Shape, ...]] = {}
-    for key, family in keyed.items():
-        shapes = family.shapes.parse_shapes(table.get(key, []), where, block_shape)  # type: ignore[misc]
-        if shapes:
-            groups[family.name] = shapes
-    if not groups:
-        default = get_family(DEFAULT_FAMILY).shapes
-        raise ShapesFileError(
-            f"{where}: {default.shapes_key} must be a non-empty list of {default.shapes_row}"
-        )
-    return source, groups
 
 
 def _load_text(text: str, label: str, key: str) -> dict[int, ModelShapes]:
@@ -318,10 +307,7 @@ def save_shapes(
             no or out-of-range shapes, a malformed existing file (ShapesFileError).
     """
     if not MODEL_KEY_RE.fullmatch(model):
-        raise ValueError(
-            f"--save: {model!r} is not a model key (lower case letters, digits, "
-            "'.', '_', '-'; at most 64)"
-        )
+        raise ValueError(f"--save: {model!r} is not a model key (a-z, 0-9, '.', '_', '-')")
     if (resources.files("shapes") / f"{model}.toml").is_file():
         raise ValueError(f"--save: '{model}' is a packaged model; choose another name")
     unique = {name: tuple(dict.fromkeys(shapes)) for name, shapes in groups.items()}

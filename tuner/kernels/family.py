@@ -1,6 +1,6 @@
 """The seam a kernel family plugs into: the tensors of one problem (`Workload`) and what the
 family provides (`KernelFamily`: its kernel and search space, with its facts grouped by concern
-in `FamilyFiles`, `FamilyShapes`, `FamilyReport`, `VllmServing` and `VllmLogLine`); the shape
+in `FamilyFiles`, `FamilyShapes`, `FamilyReport` and `VllmLogLine`); the shape
 it is tuned for is `tuner.kernels.shape`'s. The run, search, measurement and merge code reach a
 family only through these; `tuner.kernels.registry` names them.
 
@@ -92,32 +92,20 @@ def _name_re(dims: tuple[str, ...]) -> re.Pattern[str]:
 
 
 def parse_block_fp8_name(
-    name: str, dims: tuple[str, ...], dtypes: tuple[str, ...] = (FP8_DTYPE,)
-) -> tuple[tuple[int, ...], str, str, tuple[int, int]] | None:
+    name: str, dims: tuple[str, ...], example: str, dtypes: tuple[str, ...] = (FP8_DTYPE,)
+) -> tuple[tuple[int, ...], str, str, tuple[int, int]]:
     """(the values of `dims`, device_name, dtype, block_shape) of a `block_fp8_name` in either
-    engine's spelling; None when `name` is not one, or its dtype is not in `dtypes`."""
+    engine's spelling.
+
+    Raises:
+        ValueError: `name` is not one, or its dtype is not in `dtypes` (the message shows
+            `example`, a name of the family).
+    """
     match = _name_re(dims).fullmatch(name) if len(name) <= 512 else None
     if match is None or match["dtype"] not in dtypes or not is_device_name(match["device"]):
-        return None
+        raise ValueError(f"{name!r} is not a config file name like '{example}'")
     values = tuple(int(match[dim]) for dim in dims)
     return values, match["device"], match["dtype"], (int(match["bn"]), int(match["bk"]))
-
-
-@dataclass(frozen=True)
-class VllmServing:
-    """How vLLM serves a family's layers: what `tuner doctor` says of it, from the tuner's
-    table of vLLM; the hook takes and gives `tuner.kernels.serving`'s records.
-
-    Attributes:
-        label: how lines name the family's kernels, e.g. "dense".
-        advice: (`tuner.kernels.serving.Diagnosis`, `tuner.kernels.serving.Asked`) -> None:
-            doctor's lines on what vLLM runs for the family on the architecture and whether it
-            reads the family's files; it appends the family's name to `Diagnosis.helps` when
-            it does.
-    """
-
-    label: str
-    advice: Callable[[Any, Any], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -150,17 +138,13 @@ class Workload(Protocol):
     `weights()` rotated so that weights come from memory, as in serving.
     """
 
-    @property
-    def out_shape(self) -> tuple[int, ...]:
-        """The shape of a launch's output (e.g. C [M, N])."""
-        ...
-
     def weights(self) -> tuple[Any, ...]:
         """The weight tensors a launch reads (e.g. B [N, K] and its scales Bs)."""
         ...
 
     def reference(self, out_dtype: Any = None) -> Any:
-        """The float64 result the kernel approximates, of shape `out_shape`; a family whose
+        """The float64 result the kernel approximates, of the launch's output shape (e.g. C
+        [M, N]); a family whose
         launch stores intermediates in `out_dtype` (the fused-MoE experts) rounds them as the
         launch does."""
         ...
@@ -181,9 +165,6 @@ class FamilyFiles:
             not one of the family's names.
         file_triton_version: the family's files carry `"triton_version"` (vLLM's MoE loader
             drops the key; its dense loader would choke on it).
-        file_name_start: how each of the family's file names starts (e.g. "N=" dense, "E="
-            MoE); `tuner.kernels.registry.family_of_file` raises this family's parse error for
-            a name so started that no family parses.
         file_device: device_name -> the device part vLLM puts in the family's file names
             (default: the key itself).
         respell_file_name: (name, engine, device_name or None) -> the name as the engine
@@ -198,7 +179,6 @@ class FamilyFiles:
     file_name: Callable[[Shape, str, str], str]
     parse_file_name: Callable[[str], tuple[Shape, str, str]]
     file_triton_version: bool = False
-    file_name_start: str = ""
     file_device: Callable[[str], str] = lambda device_name: device_name
     respell_file_name: Callable[[str, str, str | None], str] | None = None
     engine_folders: tuple[EngineFolder, ...] = ()
@@ -251,7 +231,7 @@ class FamilyReport:
     Attributes:
         short_title: how labels name the family (e.g. "MoE"); "" names it by
             `KernelFamily.name`.
-        brief_shape: shape -> a short phrase for notes, e.g. "E=4 N=64"; None: "N=.. K=..".
+        brief_shape: shape -> a short phrase for notes, e.g. "E=4 N=64"; by default "N=.. K=..".
         label: shape -> the heading of its report section; None: the family, its params, N, K.
         anchor: shape -> the report section's id suffix, unique per device; None: from the
             family, params, N and K.
@@ -260,7 +240,7 @@ class FamilyReport:
     """
 
     short_title: str = ""
-    brief_shape: Callable[[Shape], str] | None = None
+    brief_shape: Callable[[Shape], str] = lambda shape: f"N={shape.N} K={shape.K}"
     label: Callable[[Shape], str] | None = None
     anchor: Callable[[Shape], str] | None = None
     roofline_gemm: Callable[[Shape, int], tuple[int, int, int]] | None = None
@@ -276,8 +256,6 @@ class KernelFamily:
         kernel_module: dotted name of the module holding the Triton kernel.
         kernel_function: the kernel's name there; its source text is the kernel hash that
             winners must match (`tuner.files.provenance`).
-        compile_modules: dotted names of the modules whose bytes key the compile cache (the
-            kernel and its launch specialization).
         space: vLLM's tuning grid for the family, in its tuning script's order.
         why_invalid: (config, shape) -> the first static constraint the config breaks, or None.
         default_config: (shape, M) -> the config vLLM runs at M when no file exists.
@@ -285,16 +263,16 @@ class KernelFamily:
         workload: (shape, M, *, seed, device) -> the `Workload` of one problem (imports torch).
         compile_for_target: (config, arch, *, shape, M, out_dtype) -> Triton's CompiledKernel,
             specialized as a launch is, without a GPU (imports triton).
-        specialization: (shape, M) -> a short string that differs exactly when a launch
-            compiles to a different binary (it keys the compile cache).
         vllm: where the installed vLLM keeps this family's kernel and the workload that
             launches it as vLLM does; None when vLLM has no such kernel.
         shapes: how a model's shapes file lists its shapes and how they become sweeps
             (`FamilyShapes`; default: in no shapes file, one sweep for all).
         report: how labels, notes and the report name its shapes (`FamilyReport`; default:
             generic labels, no roofline).
-        serving: what `tuner doctor` says of the family
-            (`VllmServing`); None: doctor says nothing of it.
+        advice: what `tuner doctor` says of the family: (`tuner.kernels.serving.Diagnosis`,
+            `tuner.kernels.serving.Asked`) -> None, lines on what vLLM runs for the family on
+            the architecture and whether it reads the family's files, appending the family's
+            name to `Diagnosis.helps` when it does; None: doctor says nothing of it.
         log_line: the warning a server logs when the family's file is missing
             (`VllmLogLine`); None: logs are not read for the family.
     """
@@ -303,14 +281,12 @@ class KernelFamily:
     title: str
     kernel_module: str
     kernel_function: str
-    compile_modules: tuple[str, ...]
     space: Callable[[], list[KernelConfig]]
     why_invalid: Callable[[KernelConfig, Shape], str | None]
     default_config: Callable[[Shape, int], KernelConfig]
     files: FamilyFiles
     workload: Callable[..., Workload]
     compile_for_target: Callable[..., Any]
-    specialization: Callable[[Shape, int], str]
     vllm: VllmKernel | None = None
     # Model shapes and planning (tuner.inputs.shapes, tuner.run.plan)
     shapes: FamilyShapes = FamilyShapes()
@@ -335,14 +311,11 @@ class KernelFamily:
         return f"{self.name}-{params}-{shape.N}x{shape.K}"
 
     def shape_brief(self, shape: Shape) -> str:
-        """A short phrase for a shape in notes (`FamilyReport.brief_shape`), by default
-        "N=.. K=.."."""
-        if self.report.brief_shape is not None:
-            return self.report.brief_shape(shape)
-        return f"N={shape.N} K={shape.K}"
+        """A short phrase for a shape in notes (`FamilyReport.brief_shape`)."""
+        return self.report.brief_shape(shape)
 
-    # Doctor, verify and import (tuner.compare.doctor).
-    serving: VllmServing | None = None
+    # Doctor, verify and import (tuner.cli.doctor).
+    advice: Callable[[Any, Any], None] | None = None
     # vLLM log lines (tuner.inputs.logs)
     log_line: VllmLogLine | None = None
 

@@ -1,10 +1,9 @@
 """What `tuner doctor` says of a kernel family, as the family's own hook
-(`tuner.kernels.family.VllmServing`) takes and gives it: the question a family's advice answers
-(`Asked`), the lines it adds (`Diagnosis`), the words doctor's lines share, vLLM's description
-of a block-FP8 linear layer (`block_fp8_layer_config`, which `tuner compare` takes) and two
-compiled kernels compared (`same_code`, for the real-engine lane). The generic doctor code is
-`tuner.compare.doctor`; each family's hook lives in its own folder. Importable without torch,
-triton or vLLM.
+(`tuner.kernels.family.KernelFamily.advice`) takes and gives it: the question a family's advice
+answers (`Asked`), the lines it adds (`Diagnosis`), the words doctor's lines share, and vLLM's
+description of a block-FP8 linear layer (`block_fp8_layer_config`, which `tuner compare`
+takes). The generic doctor code is `tuner.cli.doctor`; each family's hook lives in its own
+folder. Importable without torch, triton or vLLM.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ class Diagnosis:
 
 @dataclass(frozen=True)
 class Asked:
-    """What a family's doctor advice (`VllmServing.advice`) is asked about.
+    """What a family's doctor advice (`KernelFamily.advice`) is asked about.
 
     Attributes:
         arch: "sm90", ...: the architecture doctor answers for.
@@ -76,24 +75,3 @@ def block_fp8_layer_config(N: int, K: int, dtype) -> Any:
         input_dtype=dtype,
         out_dtype=dtype,
     )
-
-
-def same_code(ours: Any, theirs: Any) -> list[str]:
-    """What differs between two binaries (`tuner.kernels.target.Compiled`), one phrase each;
-    [] when shared memory, registers, spills and the PTX mix all agree."""
-    differ = [
-        f"{label} {getattr(ours, name)} vs {getattr(theirs, name)}{unit}"
-        for label, name, unit in (
-            ("shared memory", "shared", " bytes"),
-            ("registers", "n_regs", ""),
-            ("spills", "spill_bytes", " bytes"),
-        )
-        if getattr(ours, name) != getattr(theirs, name)
-    ]
-    delta = {op for op in ours.opcodes | theirs.opcodes if ours.opcodes[op] != theirs.opcodes[op]}
-    if delta:
-        differ.append(
-            f"PTX mix: {len(delta)} opcode(s) differ ({ours.instructions} vs "
-            f"{theirs.instructions} instructions)"
-        )
-    return differ

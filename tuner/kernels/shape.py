@@ -95,10 +95,7 @@ class Shape:
             ValueError: the shape has no block shape (per-tensor scales).
         """
         if self.block_shape is None:
-            raise ValueError(
-                f"the {family} family needs a block shape [group_n, group_k]; "
-                f"N={self.N} K={self.K} has none ({PER_TENSOR})"
-            )
+            raise ValueError(f"{family} needs a block shape; N={self.N} K={self.K} has none")
         return self.block_shape
 
     def param(self, name: str) -> int:

@@ -273,8 +273,3 @@ class KernelSource:
     kernel_hash: str
     module_path: Path
     workload: Callable[..., Any]
-
-    @property
-    def label(self) -> str:
-        """ "builtin", or "vllm 0.33.0"."""
-        return self.name if not self.version else f"{self.name} {self.version}"

@@ -1,19 +1,11 @@
 """Compiling a family's Triton kernel for a GPU architecture without a GPU (Triton's wheel carries
 ptxas): one launch, captured from the host code on "meta" tensors, bound by Triton's own
-launcher binding, so the binary lands under that launch's cache key; and with ptxas's log, so
-that two kernels' code can be compared (shared memory, registers, spills, the PTX instruction
-mix; `tuner.kernels.serving.same_code`)."""
+launcher binding, so the binary lands under that launch's cache key (bench/compiled.py compares
+two kernels' binaries with it)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
-import re
-from collections import Counter
-from dataclasses import dataclass
 from typing import Any
-from unittest import mock
 
 import torch
 import triton
@@ -25,8 +17,6 @@ from tuner.core import DEFAULT_OUT_DTYPE
 
 # The output dtype compiled for when none is asked (`tuner.core.DEFAULT_OUT_DTYPE`, serving's).
 DEFAULT_TORCH_DTYPE: torch.dtype = getattr(torch, DEFAULT_OUT_DTYPE)
-_REGISTERS = re.compile(r"Used (\d+) registers")
-_SPILLS = re.compile(r"(\d+) bytes spill stores")
 
 # (signature, constexprs, attrs) as `triton.compiler.ASTSource` takes them.
 Specialization = tuple[dict[str, str], dict[tuple[int, ...], Any], dict[tuple[int, ...], list]]
@@ -72,35 +62,6 @@ def bind(fn: Any, arch: int, args: tuple, kwargs: dict) -> tuple[Specialization,
     return tuple(packed), options.__dict__
 
 
-def ptx_opcodes(ptx: str) -> Counter:
-    """Instructions of a PTX text counted by full opcode (`ld.global.v4.b32`), predicates
-    dropped; directives, labels, braces and comments are not instructions."""
-    counts: Counter = Counter()
-    for line in ptx.splitlines():
-        for statement in line.split("//", 1)[0].split(";")[:-1]:
-            tokens = statement.strip().lstrip("{").split()
-            tokens = tokens[1:] if tokens and tokens[0].startswith("@") else tokens
-            if tokens and not tokens[0].startswith("."):
-                counts[tokens[0]] += 1
-    return counts
-
-
-@dataclass(frozen=True)
-class Compiled:
-    """What the compiler says of one binary: shared memory per program (bytes), registers per
-    thread and spill-store bytes (None when ptxas logged none), PTX instructions by opcode."""
-
-    shared: int
-    n_regs: int | None
-    spill_bytes: int | None
-    opcodes: Counter
-
-    @property
-    def instructions(self) -> int:
-        """PTX instructions in all."""
-        return sum(self.opcodes.values())
-
-
 def compile_call(fn: Any, arch: int, args: tuple, kwargs: dict) -> CompiledKernel:
     """Compile the JITFunction `fn` for one launch's arguments (`bind`) for
     GPUTarget("cuda", arch, 32): the binary lands in Triton's cache under the key that launch
@@ -112,18 +73,3 @@ def compile_call(fn: Any, arch: int, args: tuple, kwargs: dict) -> CompiledKerne
     specialization, options = bind(fn, arch, args, kwargs)
     source = ASTSource(fn, *specialization)
     return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=dict(options))
-
-
-def compile_launch(fn: Any, arch: int, args: tuple, kwargs: dict) -> Compiled:
-    """`compile_call` with ptxas's log on and Triton's cache bypassed, read back as `Compiled`."""
-    log = io.StringIO()
-    knobs = {"TRITON_DUMP_PTXAS_LOG": "1", "TRITON_ALWAYS_COMPILE": "1"}
-    with mock.patch.dict(os.environ, knobs), contextlib.redirect_stdout(log):
-        kernel = compile_call(fn, arch, args, kwargs)
-    registers, spills = _REGISTERS.search(log.getvalue()), _SPILLS.search(log.getvalue())
-    return Compiled(
-        int(kernel.metadata.shared),
-        int(registers[1]) if registers else None,
-        int(spills[1]) if spills else None,
-        ptx_opcodes(kernel.asm["ptx"]),
-    )

@@ -36,11 +36,6 @@ TRITON_KERNEL = "TritonFp8BlockScaledMMKernel"
 DEEPGEMM = "DeepGemmFp8BlockScaledMMKernel"
 CUTLASS = "CutlassFp8BlockScaledMMKernel"
 MARLIN = "MarlinFP8ScaledMMLinearKernel"
-HUMMING = "HummingFP8ScaledMMLinearKernel"
-# vLLM 0.33.0, model_executor/layers/quantization/utils/humming/priority.py
-# (`_HUMMING_PREFERRED_CAPABILITIES`): on these compute capabilities vLLM moves Humming directly
-# ahead of Marlin before walking the list (`prioritize_humming`, from `_resolve_backend_kernels`).
-HUMMING_FIRST_CAPABILITIES = (90,)
 # vLLM 0.33.0, vllm/utils/deep_gemm.py `_DEEPGEMM_BLACKWELL_EXCLUDED_MODEL_TYPES`: model types
 # DeepGEMM is turned off for, per Blackwell family (compute capability // 10 * 10).
 DEEPGEMM_OFF_ON_BLACKWELL: dict[str, tuple[int, ...]] = {
@@ -48,16 +43,6 @@ DEEPGEMM_OFF_ON_BLACKWELL: dict[str, tuple[int, ...]] = {
     "qwen3_5_moe_text": (100, 120),
     "kolibri1": (120,),
 }
-
-
-def block_kernel_order(capability: int | None) -> tuple[str, ...]:
-    """The block-FP8 kernel classes in the order vLLM 0.33.0 tries them on a compute capability
-    (90 for sm90): `FP8_BLOCK_KERNELS` with Humming moved directly ahead of Marlin on
-    `HUMMING_FIRST_CAPABILITIES`; None (unknown) keeps the listed order."""
-    names = [name for name, _ in FP8_BLOCK_KERNELS]
-    if capability in HUMMING_FIRST_CAPABILITIES:
-        names.insert(names.index(MARLIN), names.pop(names.index(HUMMING)))
-    return tuple(names)
 
 
 def deepgemm_refusal(

@@ -1,31 +1,34 @@
 """Compile-for-target pruning, before any GPU time is spent: what the compiler says each config
-needs (shared memory, registers, spills) for one launch specialization, cached on disk, whether
-that fits an architecture, and the pool that compiles the next candidates while the GPU
-measures (`Precompiler`)."""
+needs (shared memory, registers, spills) for one launch specialization, whether that fits an
+architecture (`launch_problem`), the pool that compiles the next candidates while the GPU
+measures (`tuner.run.compile_gate`), and whether imported entries can launch on their device
+(`check_entries`), with no GPU.
+
+An entry tuned on one architecture can need more shared memory than another has: vLLM's sm90
+entry 128x256x128 with 4 stages needs about 148 KB, and an sm89 GPU such as the L20 allows
+101,376 bytes per block, so vLLM fails with Triton's OutOfResources when it first runs that M.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
-import json
 import multiprocessing as mp
 import os
 import re
 import threading
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
-from importlib import metadata
-from pathlib import Path
+from dataclasses import dataclass
 
-from tuner.core import OUT_DTYPES, TrialStatus
+from tuner.core import TrialStatus, error_line
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.gpus import MAX_SHARED_BYTES
+from tuner.kernels.gpus import KNOWN_GPUS, MAX_SHARED_BYTES, gpu_model
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import Shape
+from tuner.kernels.vllm_table import capability_number
 from tuner.measure.trial import TrialResult
 
 # torch and triton are imported only inside the compile pool's processes, after TRITON_INTERPRET
@@ -38,9 +41,6 @@ from tuner.measure.trial import TrialResult
 MAX_REGISTERS_PER_BLOCK = 64 * 1024
 # Registers are allocated per warp in units of 256 (CUDA occupancy calculator, from 5.0 on).
 REGISTER_UNIT = 256
-ENV_CACHE_DIR = "TUNER_CACHE_DIR"
-# Triton variables a pool process sets to read ptxas's log (see `_child_init`).
-_LOG_VARIABLES = ("TRITON_DUMP_PTXAS_LOG", "TRITON_ALWAYS_COMPILE")
 _PTXAS_REGISTERS = re.compile(r"Used (\d+) registers")
 _PTXAS_SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
@@ -52,8 +52,6 @@ class CompileInfo:
     Attributes:
         arch: compute capability as an int (89, 90, ...).
         config: the config compiled.
-        specialization: the family's `specialization` of (shape, M).
-        out_dtype: "bfloat16" or "float16".
         shared_bytes: shared memory per program (`metadata.shared`); None if it failed.
         n_regs: registers per thread from ptxas's log; None when ptxas did not log.
         spill_bytes: bytes of spill stores from ptxas's log; None as n_regs.
@@ -63,8 +61,6 @@ class CompileInfo:
 
     arch: int
     config: KernelConfig
-    specialization: str
-    out_dtype: str
     shared_bytes: int | None
     n_regs: int | None
     spill_bytes: int | None
@@ -97,73 +93,6 @@ def launch_problem(info: CompileInfo) -> TrialResult | None:
     )
 
 
-def default_cache_dir() -> Path:
-    """`$TUNER_CACHE_DIR/compile`, else `$XDG_CACHE_HOME/blockfp8-tuner/compile`, else
-    `~/.cache/blockfp8-tuner/compile`."""
-    if os.environ.get(ENV_CACHE_DIR):
-        return Path(os.environ[ENV_CACHE_DIR]) / "compile"
-    return Path(
-        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "blockfp8-tuner", "compile"
-    )
-
-
-def toolchain_key(family: str = DEFAULT_FAMILY) -> str:
-    """Triton's version and the sha256 of a family's `compile_modules` (kernel and launch
-    specialization), read without importing triton: a cached entry is valid for both.
-
-    Raises:
-        ValueError: an unknown family.
-    """
-    try:
-        triton_version = metadata.version("triton")
-    except metadata.PackageNotFoundError:
-        triton_version = "none"
-    kernel_family = get_family(family)
-    source = b"".join(
-        kernel_family.module_path(module).read_bytes() for module in kernel_family.compile_modules
-    )
-    return f"triton-{triton_version}:kernel-{hashlib.sha256(source).hexdigest()[:16]}"
-
-
-class CompileCache:
-    """CompileInfo per (toolchain, arch, specialization, out_dtype, config) of one family: one
-    JSON file per entry, in a folder per (toolchain, arch, specialization, out_dtype), each
-    written whole and renamed into place, so several processes share the cache."""
-
-    def __init__(
-        self, directory: Path | str | None = None, *, family: str = DEFAULT_FAMILY
-    ) -> None:
-        self.directory = Path(directory) if directory is not None else default_cache_dir()
-        self.toolchain = toolchain_key(family)
-
-    def _path(self, arch: int, specialization: str, out_dtype: str, config: KernelConfig) -> Path:
-        where = f"{self.toolchain}|sm{arch}|{specialization}|{out_dtype}"
-        name = "-".join(str(value) for value in config.as_dict().values())
-        return self.directory / hashlib.sha256(where.encode()).hexdigest()[:24] / f"{name}.json"
-
-    def get_many(
-        self, configs: Iterable[KernelConfig], *, arch: int, specialization: str, out_dtype: str
-    ) -> dict[KernelConfig, CompileInfo]:
-        """The cached entries among `configs` (absent ones are left out)."""
-        found = {}
-        for config in configs:
-            try:
-                path = self._path(arch, specialization, out_dtype, config)
-                body = json.loads(path.read_text(encoding="utf-8"))
-            except FileNotFoundError:
-                continue
-            found[config] = CompileInfo(**{**body, "config": config, "compile_s": 0.0})
-        return found
-
-    def put(self, info: CompileInfo) -> None:
-        """Store one entry (replacing an older one with the same key)."""
-        path = self._path(info.arch, info.specialization, info.out_dtype, info.config)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")
-        partial.write_text(json.dumps({**asdict(info), "config": None}), encoding="utf-8")
-        os.replace(partial, path)
-
-
 @dataclass(frozen=True)
 class CompileJob:
     """One compile for the pool: a config, its target, and the launch (shape, M) it must match;
@@ -191,29 +120,18 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 
 def _child_init() -> None:
-    """First in every pool process: no interpreter, quiet Triton, ptxas's log where safe.
+    """First in every pool process: no interpreter, quiet Triton, ptxas's log.
 
     TRITON_DUMP_PTXAS_LOG prints ptxas's `-v` log (registers, spills), TRITON_ALWAYS_COMPILE
-    compiles (and logs) even when Triton's cache has the binary; each only when it is not part of
-    the installed Triton's cache key (`get_cache_invalidating_env_vars`; neither is on Triton
-    3.6 or 3.9), so the binaries land under the key the measuring process computes.
+    (switched on per job by `compile_job`) compiles and logs even when Triton's cache has the
+    binary. Neither is part of Triton's cache key (`get_cache_invalidating_env_vars`, Triton
+    3.6 to 3.9), so the binaries land under the key the measuring process computes.
     """
     os.environ.pop("TRITON_INTERPRET", None)
     _exit_with_parent(os.getppid())
     warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION is unset")
-    try:
-        from triton._C.libtriton import get_cache_invalidating_env_vars
-
-        keyed = set(get_cache_invalidating_env_vars())
-    except ImportError:
-        keyed = set(_LOG_VARIABLES)
-    for name in _LOG_VARIABLES:
-        if name in keyed:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = "1"
-    if "TRITON_ALWAYS_COMPILE" in os.environ:
-        os.environ["TRITON_ALWAYS_COMPILE"] = "0"  # switched on per job by `compile_job`
+    os.environ["TRITON_DUMP_PTXAS_LOG"] = "1"
+    os.environ["TRITON_ALWAYS_COMPILE"] = "0"
 
 
 def compile_job(job: CompileJob) -> CompileInfo:
@@ -239,17 +157,14 @@ def compile_job(job: CompileJob) -> CompileInfo:
             )
         shared = int(kernel.metadata.shared)
     except Exception as exc:  # noqa: BLE001 - any compiler failure is this config's result
-        error = f"compile error: {type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
+        error = "compile error: " + error_line(exc, 500)
     text = log.getvalue()
     if error is None and (match := _PTXAS_REGISTERS.search(text)):
         registers = int(match.group(1))
         spill = _PTXAS_SPILLS.search(text)
         spills = int(spill.group(1)) if spill else 0
-    spec = family.specialization(job.shape, job.M)
     took = time.perf_counter() - start
-    return CompileInfo(
-        job.arch, job.config, spec, job.out_dtype, shared, registers, spills, took, error
-    )
+    return CompileInfo(job.arch, job.config, shared, registers, spills, took, error)
 
 
 def compile_pool(workers: int | None = None) -> ProcessPoolExecutor:
@@ -261,44 +176,146 @@ def compile_pool(workers: int | None = None) -> ProcessPoolExecutor:
 
 
 def compile_infos(
-    configs: Sequence[KernelConfig],
+    firsts: Mapping[KernelConfig, int],
     *,
     arch: int,
     shape: Shape,
-    M: int,
     out_dtype: str,
     family: str = DEFAULT_FAMILY,
-    cache: CompileCache | None = None,
     workers: int | None = None,
     pool: ProcessPoolExecutor | None = None,
 ) -> dict[KernelConfig, CompileInfo]:
-    """CompileInfo of every config for `arch` at the launch of (shape, M): from the cache, else
-    compiled in `pool` (one of `workers` processes is made when None) and cached. No GPU needed.
+    """CompileInfo of every config for `arch`, each compiled at the launch of (shape, its M in
+    `firsts`) in `pool` (one of `workers` processes is made when None). No GPU needed.
 
     Raises:
-        ValueError: an architecture without known limits, or an unknown out_dtype.
+        ValueError: an architecture without known limits.
     """
     if arch not in MAX_SHARED_BYTES:
         known = ", ".join(f"sm{a}" for a in MAX_SHARED_BYTES)
         raise ValueError(f"no resource limits known for sm{arch}; known: {known}")
-    if out_dtype not in OUT_DTYPES:
-        raise ValueError(f"out_dtype must be bfloat16 or float16, got {out_dtype!r}")
-    cache = cache or CompileCache(family=family)
-    spec = get_family(family).specialization(shape, M)
-    unique = list(dict.fromkeys(configs))
-    infos = cache.get_many(unique, arch=arch, specialization=spec, out_dtype=out_dtype)
-    jobs = [
-        CompileJob(config, arch, shape, M, out_dtype, family)
-        for config in unique
-        if config not in infos
-    ]
-    if jobs:
-        executor = pool or compile_pool(workers)
-        try:
-            for info in executor.map(compile_job, jobs):
-                cache.put(info)
-                infos[info.config] = info
-        finally:
-            if executor is not pool:
-                executor.shutdown(cancel_futures=True)
-    return infos
+    jobs = [CompileJob(c, arch, shape, M, out_dtype, family) for c, M in firsts.items()]
+    executor = pool or compile_pool(workers)
+    try:
+        return {info.config: info for info in executor.map(compile_job, jobs)}
+    finally:
+        if executor is not pool:
+            executor.shutdown(cancel_futures=True)
+
+
+# Output dtype an import is checked for: vLLM's block-FP8 models run in bfloat16 (float16 takes
+# the same bytes per element, so the same shared memory).
+CHECK_OUT_DTYPE = "bfloat16"
+_AMD_KEYS = frozenset({"kpack", "matrix_instr_nonkdim", "waves_per_eu"})
+_AMD_LINE = "an AMD entry (kpack, waves_per_eu ...): not compiled for NVIDIA"
+
+
+@dataclass(frozen=True)
+class DeviceArch:
+    """A device's architecture and where it was learned (for the user's line)."""
+
+    arch: int
+    source: str
+
+    @property
+    def shared_bytes(self) -> int | None:
+        """Most shared memory per block on this architecture; None when not known."""
+        return MAX_SHARED_BYTES.get(self.arch)
+
+
+def device_arch(device_name: str, capabilities: Sequence[str]) -> DeviceArch | None:
+    """The architecture to check a device's (vLLM key) imported entries for: from the first of
+    its trials' compute `capabilities` ("8.9"; "" for the interpreter) that names one, else from
+    KNOWN_GPUS; None when neither knows the device."""
+    for capability in capabilities:
+        arch = capability_number(capability)
+        if arch is not None:
+            return DeviceArch(
+                arch, f"from its trials in the store, compute capability {capability.strip()}"
+            )
+    model = gpu_model(device_name)
+    if model in KNOWN_GPUS:
+        return DeviceArch(KNOWN_GPUS[model], f"from the table of known GPUs, {model}")
+    return None
+
+
+@dataclass(frozen=True)
+class LaunchVerdict:
+    """What compiling a file's entries for an architecture found.
+
+    Attributes:
+        arch: the compute capability compiled for.
+        cannot_launch: M -> why its entry cannot launch (config, what it needs, the limit).
+        unchecked: M -> why its entry was not checked (an AMD entry, a compiler error).
+        configs: distinct configs checked (one compile each).
+    """
+
+    arch: int
+    cannot_launch: dict[int, str]
+    unchecked: dict[int, str]
+    configs: int
+
+
+def check_entries(
+    configs: Mapping[int, Mapping[str, int]],
+    shape: Shape,
+    *,
+    arch: int,
+    device_name: str,
+    pool: ProcessPoolExecutor | None = None,
+    family: str = DEFAULT_FAMILY,
+) -> LaunchVerdict:
+    """Compile each distinct config of a file for `arch` and say which entries cannot launch.
+
+    One compile per distinct config, at the launch of the first M that uses it: shared memory
+    depends on the tiles and stages, not on M.
+
+    Args:
+        configs: M -> entry as imported (entries with AMD keys are not checked).
+        shape, family: the file's shape and kernel family.
+        arch: compute capability as an int; must be in MAX_SHARED_BYTES.
+        device_name: named in the reasons.
+        pool: a `compile_pool` (one is made when None).
+
+    Raises:
+        ValueError: an architecture without known limits, an unknown family, or a shape
+            without a dimension the family's kernel is compiled for (a fused-MoE file's name
+            gives E and N, not top_k).
+    """
+    unchecked = {M: _AMD_LINE for M in sorted(configs) if configs[M].keys() & _AMD_KEYS}
+    by_m = {M: KernelConfig.from_dict(configs[M]) for M in sorted(configs) if M not in unchecked}
+    firsts = _first_uses(by_m, shape, family)
+    infos = compile_infos(
+        firsts, arch=arch, shape=shape, out_dtype=CHECK_OUT_DTYPE, family=family, pool=pool
+    )
+    limit = MAX_SHARED_BYTES[arch]
+    where, cannot_launch = f"{device_name} (sm{arch})", {}
+    for M, config in by_m.items():
+        info, short, problem = infos[config], config.short(), launch_problem(infos[config])
+        if problem is not None and info.error is not None:
+            unchecked[M] = f"config {short} did not compile here: {info.error}"
+        elif problem is not None and (info.shared_bytes or 0) > limit:
+            needs = f"needs {info.shared_bytes} bytes of shared memory"
+            cannot_launch[M] = f"config {short} {needs}; {where} has {limit} per block"
+        elif problem is not None:
+            reason = str(problem.error).removeprefix("pruned before launch: ")
+            cannot_launch[M] = f"config {short}: {reason} on {where}"
+    return LaunchVerdict(arch, cannot_launch, dict(sorted(unchecked.items())), len(infos))
+
+
+def _first_uses(
+    by_m: Mapping[int, KernelConfig], shape: Shape, family: str
+) -> dict[KernelConfig, int]:
+    """Each distinct config with the first M that uses it.
+
+    Raises:
+        ValueError: the shape lacks a dimension the family's launch needs (MoE: top_k).
+    """
+    firsts = {config: M for M, config in sorted(by_m.items(), reverse=True)}  # smallest M wins
+    shape_row = get_family(family).shapes.shape_row
+    try:
+        if shape_row is not None:
+            shape_row(shape)  # every dimension the family tunes a shape by
+    except KeyError as exc:  # a dimension the file's name does not carry (MoE: top_k)
+        raise ValueError(f"the file's name does not give {exc.args[0]}") from None
+    return firsts

@@ -1,6 +1,7 @@
-"""Landscapes: recorded timings of a config space, read from and written to their file format,
-and the recorded timings of one problem answering as a live runner would (`RecordedTimings`,
-what the replay runner, `tuner.measure.runners (ReplayRunner)`, measures with)."""
+"""Landscapes: recorded timings of a config space, read from their file format (bench/
+landscape_file.py writes it), and the recorded timings of one problem answering as a live runner
+would (`RecordedTimings`,
+what the replay runner, `tuner.measure.runner (ReplayRunner)`, measures with)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import functools
 import json
 import random
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,8 +19,6 @@ from tuner.kernels.shape import as_block_shape
 from tuner.measure.trial import TrialResult
 
 FORMAT = "blockfp8-tuner-landscape/1"
-# One trial per row: the six config values in vLLM key order, then these.
-ROW_FIELDS = (*CONFIG_KEYS, "status", "latency_us", "p20_us", "p80_us")
 NOT_RECORDED = "not in the landscape"
 Problems = Mapping[tuple[int, int, int], Mapping[KernelConfig, TrialResult]]
 
@@ -30,7 +29,7 @@ class Landscape:
 
     File format (JSON, `bench/landscapes/README.md`): `format` = FORMAT, `device_name`,
     `environment` (gpu_name, compute_capability, driver, cuda, torch, triton, tuner, kernel_hash),
-    `recorded_at` (ISO 8601 UTC), `space`, `out_dtype`, `block_shape`, `row_fields` (ROW_FIELDS)
+    `recorded_at` (ISO 8601 UTC), `space`, `out_dtype`, `block_shape`, `row_fields`
     and `problems`: a list of {N, K, M, rows}, each row [BLOCK_SIZE_M, BLOCK_SIZE_N,
     BLOCK_SIZE_K, GROUP_SIZE_M, num_warps, num_stages, status, latency_us, p20_us, p80_us]
     (latencies null unless ok).
@@ -52,33 +51,6 @@ class Landscape:
     out_dtype: str
     block_shape: tuple[int, int] | None
     problems: Problems = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        """The landscape in its file format, problems sorted by (N, K, M), rows by config."""
-        problems = [
-            {
-                "N": n,
-                "K": k,
-                "M": m,
-                "rows": [
-                    [*c.as_dict().values(), r.status.value, r.latency_us, r.p20_us, r.p80_us]
-                    for c, r in sorted(trials.items())
-                ],
-            }
-            for (n, k, m), trials in sorted(self.problems.items())
-        ]
-        body = {
-            "format": FORMAT,
-            "device_name": self.device_name,
-            "environment": dict(self.environment),
-            "recorded_at": self.recorded_at,
-            "space": self.space,
-            "out_dtype": self.out_dtype,
-            "block_shape": None if self.block_shape is None else list(self.block_shape),
-            "row_fields": list(ROW_FIELDS),
-            "problems": problems,
-        }
-        return json.dumps(body, indent=1) + "\n"
 
     def runner(self, N: int, K: int, M: int) -> RecordedTimings:
         """The recorded timings of one (N, K, M), answering as a runner.
@@ -130,8 +102,6 @@ def _parse(path: Path, stamp: tuple[int, int], shown: str) -> Landscape:
             block_shape=as_block_shape(body["block_shape"]),
             problems=problems,
         )
-    except OSError as exc:
-        raise ValueError(f"{shown}: {exc.strerror or exc}") from None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         reason = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
         raise ValueError(f"{shown}: not a landscape file: {reason}") from None
@@ -176,31 +146,3 @@ class RecordedTimings:
         p20_us = result.ok_latency_us if result.p20_us is None else result.p20_us
         p80_us = result.ok_latency_us if result.p80_us is None else result.p80_us
         return p20_us + u * (p80_us - p20_us)
-
-    def optimum(self) -> tuple[KernelConfig, TrialResult] | None:
-        """The fastest recorded ok config, the yardstick of search quality (None if none)."""
-        ok = ((config, result) for config, result in self.trials.items() if result.ok)
-        return min(ok, key=lambda item: (item[1].ok_latency_us, item[0]), default=None)
-
-
-def landscape_from_results(
-    *,
-    device_name: str,
-    environment: Mapping[str, str],
-    recorded_at: str,
-    space: str,
-    out_dtype: str,
-    block_shape: tuple[int, int] | None,
-    results: Iterable[tuple[int, int, int, KernelConfig, TrialResult]],
-) -> Landscape:
-    """Build a landscape from (N, K, M, config, result) tuples, e.g. read from the store.
-
-    Only status and latencies are kept; replaying a trial takes no time.
-    """
-    problems: dict[tuple[int, int, int], dict[KernelConfig, TrialResult]] = {}
-    for n, k, m, config, r in results:
-        kept = TrialResult(r.status, r.latency_us, r.p20_us, r.p80_us, measure_s=0.0)
-        problems.setdefault((n, k, m), {})[config] = kept
-    return Landscape(
-        device_name, dict(environment), recorded_at, space, out_dtype, block_shape, problems
-    )

@@ -13,28 +13,15 @@ from tuner.kernels.shape import FamilyShape
 OUT_BYTES: dict[str, int] = {"bfloat16": 2, "float16": 2}
 
 
-def gemm_bytes(
-    M: int, N: int, K: int, block_shape: tuple[int, int] = (128, 128), out_dtype: str = "bfloat16"
-) -> int:
-    """Compulsory traffic of one block-FP8 GEMM call in bytes, each operand counted once: A
-    [M, K] and B [N, K] fp8, As [M, ceil(K/group_k)] and Bs [ceil(N/group_n), ceil(K/group_k)]
-    fp32, C [M, N] in `out_dtype`. A lower bound: L2 absorbs most tile re-reads.
-
-    Raises:
-        KeyError: an unknown out_dtype.
-    """
-    group_n, group_k = block_shape
-    k_groups = math.ceil(K / group_k)
-    scales = 4 * (M + math.ceil(N / group_n)) * k_groups
-    return M * K + N * K + scales + OUT_BYTES[out_dtype] * M * N
-
-
 @dataclass(frozen=True)
 class Roofline:
     """What one timed GEMM call achieves.
 
     Attributes:
-        bytes: compulsory traffic (`gemm_bytes`); flops: 2 * M * N * K (scaling not counted).
+        bytes: compulsory traffic of the call, each operand counted once: A [M, K] and B [N, K]
+            fp8, As [M, ceil(K/group_k)] and Bs [ceil(N/group_n), ceil(K/group_k)] fp32, C
+            [M, N] in the output dtype. A lower bound: L2 absorbs most tile re-reads.
+        flops: 2 * M * N * K (scaling not counted).
         gbps: bytes / latency in GB/s; tflops: flops / latency in TFLOP/s.
     """
 
@@ -58,10 +45,14 @@ def roofline(
 
     Raises:
         ValueError: a latency that is not a positive finite number.
+        KeyError: an unknown out_dtype.
     """
     if not (math.isfinite(latency_us) and latency_us > 0):
         raise ValueError(f"latency_us must be a positive finite number, got {latency_us!r}")
-    nbytes, flops = gemm_bytes(M, N, K, block_shape, out_dtype), 2 * M * N * K
+    group_n, group_k = block_shape
+    scales = 4 * (M + math.ceil(N / group_n)) * math.ceil(K / group_k)
+    nbytes = M * K + N * K + scales + OUT_BYTES[out_dtype] * M * N
+    flops = 2 * M * N * K
     return Roofline(nbytes, flops, nbytes / latency_us / 1e3, flops / latency_us / 1e6)
 
 

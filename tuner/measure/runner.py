@@ -1,20 +1,31 @@
-"""The live measurement of one config: checked against its family's float64 reference, then
-timed as serving runs it (CUDA graphs and events on a GPU, a wall clock on Triton's CPU
-interpreter). The family (`tuner.kernels.registry`) gives the problem's tensors and launch."""
+"""How a sweep measures: the live measurement of one config (`KernelRunner`: checked against
+its family's float64 reference, then timed as serving runs it, CUDA graphs and events on a GPU,
+a wall clock on Triton's CPU interpreter), and the ways of measuring behind one small interface
+(`Runner`: a CUDA GPU, Triton's CPU interpreter, a recorded landscape), whose name is parsed
+once (`make_runner`).
+
+A runner is made in the process that starts a run and carried to every worker in its spec, so
+it is a frozen dataclass of plain values (it pickles for the spawn start method).
+"""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
-from tuner.core import OUT_DTYPES, TrialStatus
+import tuner
+from tuner.core import OUT_DTYPES, TrialStatus, error_line
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import Shape, as_block_shape
 from tuner.measure import noise
+from tuner.measure.landscape import RecordedTimings, load_landscape
 from tuner.measure.trial import TrialResult
 
 # Relative Frobenius error a bf16 output must stay under: bf16 keeps 8 significant bits (a
@@ -63,15 +74,14 @@ def classify_error(exc: BaseException) -> TrialStatus:
 
     if isinstance(exc, errors.OutOfResources):
         return TrialStatus.OUT_OF_RESOURCES
-    if isinstance(exc, CompilationError | getattr(errors, "PTXASError", CompilationError)):
+    if isinstance(exc, CompilationError | errors.PTXASError):
         return TrialStatus.COMPILE_ERROR
     return TrialStatus.CRASHED
 
 
 def _failed(exc: BaseException, start: float | None = None) -> TrialResult:
-    error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
     took = None if start is None else time.perf_counter() - start
-    return TrialResult(classify_error(exc), error=error, measure_s=took)
+    return TrialResult(classify_error(exc), error=error_line(exc, 500), measure_s=took)
 
 
 class KernelRunner:
@@ -121,7 +131,8 @@ class KernelRunner:
         self.out_dtype = getattr(torch, problem.out_dtype)
         self.reference = self.workload.reference(self.out_dtype)
         self.weights = [self.workload.weights()]  # copy 0 is the input weight itself
-        self._timed_out: Any = None  # the output every timed launch writes into
+        # the output every timed launch writes into
+        self._timed_out = torch.empty_like(self.reference, dtype=self.out_dtype)
         self._samplers: OrderedDict[KernelConfig, noise.Sampler] = OrderedDict()
         # CUDA timing work runs on a side stream of its own, as torch asks before a capture;
         # `torch.cuda.stream(None)` does nothing on the interpreter.
@@ -133,9 +144,7 @@ class KernelRunner:
         from tuner.kernels.accuracy import relative_error  # imports torch: after the pin
 
         torch = self._torch
-        out = torch.full(
-            self.workload.out_shape, float("nan"), dtype=self.out_dtype, device=self.device
-        )
+        out = torch.full_like(self._timed_out, float("nan"))
         try:
             self._launch(config, out=out)
             if self.on_gpu:
@@ -173,7 +182,8 @@ class KernelRunner:
         """
         sampler = self._sampler(config)
         with self._torch.cuda.stream(self._stream):
-            return noise.percentiles([sample * 1e6 for sample in sampler.samples_s()])
+            samples = [sampler.sample_s() * 1e6 for _ in range(sampler.plan.samples)]
+        return noise.percentiles(samples)
 
     def sample_us(self, config: KernelConfig) -> float:
         """One more sample (microseconds per launch) of a config that passed `check`, for the
@@ -182,7 +192,7 @@ class KernelRunner:
         with self._torch.cuda.stream(self._stream):
             return sampler.sample_s() * 1e6
 
-    def _launch(self, config: KernelConfig, out=None):
+    def _launch(self, config: KernelConfig, out):
         return self.workload.launch(config, self.weights[0], out=out, out_dtype=self.out_dtype)
 
     def _launch_copy(self, config: KernelConfig, copy: int) -> None:
@@ -191,10 +201,6 @@ class KernelRunner:
         )
 
     def _ensure_copies(self, copies: int) -> None:
-        if self._timed_out is None:
-            self._timed_out = self._torch.empty(
-                self.workload.out_shape, dtype=self.out_dtype, device=self.device
-            )
         while len(self.weights) < copies:
             self.weights.append(tuple(tensor.clone() for tensor in self.weights[0]))
 
@@ -263,3 +269,209 @@ class KernelRunner:
             return _failed(exc, start)
         took = time.perf_counter() - start
         return replace(checked, latency_us=median_us, p20_us=p20_us, p80_us=p80_us, measure_s=took)
+
+
+# What measures configs of one problem: the live `KernelRunner`, or recorded timings answering
+# as it (`evaluate` a config's trial, `sample_us` one more timing sample of an ok config).
+ProblemRunner = KernelRunner | RecordedTimings
+
+
+class Runner:
+    """One way of measuring: a config's trial (`problem_runner`), the device it runs on
+    (`environment`), the process it pins (`pin`). Planning and interface policy live with the
+    sweep; the runner answers only what depends on how it measures (`retime_rounds`).
+
+    Attributes:
+        name: the runner's name in the CLI and the registry ("cuda", "interpreter", "replay").
+        device_name: vLLM's key of the device measured on, as the command resolved it.
+        on_gpu: it measures on a CUDA GPU (one worker per GPU, each pinned to it).
+        reps: timed calls per trial on Triton's interpreter.
+    """
+
+    name: ClassVar[str]
+    on_gpu: ClassVar[bool] = False
+    device_name: str
+    reps: int = 3
+
+    def pin(self, visible_device: str | None) -> None:
+        """Set this worker's environment before the kernel is imported: CUDA_VISIBLE_DEVICES
+        on a GPU (`visible_device`, None for none), TRITON_INTERPRET=1 on the interpreter;
+        nothing by default."""
+        return None
+
+    def environment(self, kernel: str, family: str) -> dict[str, str]:
+        """The device and versions trials are recorded with, as
+        `db.repo.get_or_create_environment` takes them; `kernel` is "builtin" or "vllm". By
+        default: versions and the kernel (its hash, source "builtin" or "vllm", and vLLM's
+        version: `KernelFamily.source`), the device named `device_name`, no driver or CUDA.
+
+        Raises:
+            ValueError: an unknown family, or a kernel choice this machine cannot run.
+        """
+        import torch  # after the runner's pin, like every torch and triton import here
+        import triton
+
+        source = get_family(family).source(kernel)
+        return {
+            "torch": torch.__version__,
+            "triton": triton.__version__,
+            "tuner": tuner.__version__,
+            "kernel_hash": source.kernel_hash,
+            "kernel_source": source.name,
+            "vllm": source.version,
+            "gpu_name": self.device_name,
+            "device_name": self.device_name,
+        } | dict.fromkeys(("driver", "cuda", "compute_capability"), "")
+
+    def problem_runner(
+        self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float, task_id: int = 0
+    ) -> ProblemRunner:
+        """What measures `problem`'s configs (seeded inputs; warm-up and timed seconds per
+        config on a GPU); `task_id` names the store's task for a runner that logs it. By
+        default a `KernelRunner` on the GPU, or on the interpreter with `reps` timed calls."""
+        return KernelRunner(
+            problem,
+            device="cuda" if self.on_gpu else "cpu",
+            seed=seed,
+            interpreter_reps=self.reps,
+            warmup_s=warmup_s,
+            rep_s=rep_s,
+        )
+
+    def retime_rounds(self, rounds: int) -> int:
+        """Interleaved rounds that re-time a task's finalists, given a GPU's `rounds`: those,
+        by default."""
+        return rounds
+
+    def stored(self, task_id: int, config: KernelConfig) -> None:
+        """Told once the trial of `config` for task `task_id` is stored (a test's runner logs
+        it; the product's do nothing)."""
+        return None
+
+
+def _driver_version() -> str:
+    """The NVIDIA driver's version from nvidia-smi; "" without it."""
+    query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i", "0"]
+    try:
+        return subprocess.run(query, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+@dataclass(frozen=True)
+class GpuRunner(Runner):
+    """Checks and times on one CUDA GPU per worker (`KernelRunner`: CUDA graphs and events)."""
+
+    device_name: str
+    name = "cuda"
+    on_gpu = True
+
+    def pin(self, visible_device: str | None) -> None:
+        """Pin this process to one GPU (CUDA_VISIBLE_DEVICES), when one is named."""
+        if visible_device is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = visible_device
+
+    def environment(self, kernel: str, family: str) -> dict[str, str]:
+        """The GPU's name, compute capability, CUDA and driver versions, and the kernel."""
+        import torch
+
+        major, minor = torch.cuda.get_device_capability()
+        return super().environment(kernel, family) | {
+            "gpu_name": torch.cuda.get_device_name(),
+            "compute_capability": f"{major}.{minor}",
+            "cuda": torch.version.cuda or "",
+            "driver": _driver_version(),
+        }
+
+
+@dataclass(frozen=True)
+class InterpreterRunner(Runner):
+    """Checks and times on the CPU with Triton's interpreter (TRITON_INTERPRET=1), in one
+    worker: a development runner whose timings are CPU timings.
+
+    Attributes:
+        device_name: the interpreter's key in the store, also its gpu_name.
+        reps: timed calls per trial.
+    """
+
+    device_name: str
+    reps: int = 3
+    name = "interpreter"
+
+    def pin(self, visible_device: str | None) -> None:
+        """TRITON_INTERPRET=1, before triton is imported (triton.jit reads it then)."""
+        os.environ["TRITON_INTERPRET"] = "1"
+
+    def retime_rounds(self, rounds: int) -> int:
+        """As many rounds as timed calls per trial (at least 2): CPU timings, not a GPU's."""
+        return max(2, self.reps)
+
+
+@dataclass(frozen=True)
+class ReplayRunner(Runner):
+    """Answers each task from the landscape file `landscape`, with no GPU (read once per
+    process while unchanged); trials keep the landscape's recorded environment."""
+
+    landscape: str
+    device_name: str
+    name = "replay"
+
+    def environment(self, kernel: str, family: str) -> dict[str, str]:
+        """The landscape's recorded environment, under its device_name, for every family.
+
+        Raises:
+            ValueError: the landscape file is unreadable or malformed.
+        """
+        landscape = load_landscape(self.landscape)
+        return {**landscape.environment, "device_name": landscape.device_name}
+
+    def problem_runner(
+        self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float, task_id: int = 0
+    ) -> ProblemRunner:
+        """The recorded timings of the problem's (N, K, M).
+
+        Raises:
+            KeyError: the landscape has no timings for that problem.
+        """
+        return load_landscape(self.landscape).runner(problem.N, problem.K, problem.M)
+
+
+RunnerFactory = Callable[..., Runner]
+
+
+def _replay(*, device_name: str, landscape: str | None = None, **_: object) -> Runner:
+    if landscape is None:
+        raise ValueError("the replay runner needs a landscape file")
+    return ReplayRunner(str(landscape), device_name)
+
+
+# A runner's name -> the factory of its runner, called as `factory(device_name=...,
+# landscape=..., interpreter_reps=...)`; a test wraps one by assigning its name here.
+RUNNERS: dict[str, RunnerFactory] = {
+    "cuda": lambda *, device_name, **_: GpuRunner(device_name),
+    "interpreter": lambda *, device_name, interpreter_reps=3, **_: InterpreterRunner(
+        device_name, interpreter_reps
+    ),
+    "replay": _replay,
+}
+
+
+def make_runner(
+    name: str, *, device_name: str, landscape: str | None = None, interpreter_reps: int = 3
+) -> Runner:
+    """Parse a runner's name into its runner: the one place a name becomes behaviour.
+
+    Args:
+        name: "cuda", "interpreter" or "replay" (or a name added to `RUNNERS`).
+        device_name: vLLM's key of the device measured on (`tuner.inputs.devices`).
+        landscape: the landscape file a replay answers from.
+        interpreter_reps: timed calls per trial on the interpreter.
+
+    Raises:
+        ValueError: an unknown name, or a replay without a landscape.
+    """
+    if name not in RUNNERS:
+        raise ValueError(f"unknown runner {name!r} (known: {', '.join(sorted(RUNNERS))})")
+    return RUNNERS[name](
+        device_name=device_name, landscape=landscape, interpreter_reps=interpreter_reps
+    )

@@ -4,28 +4,8 @@ workers' GPUs from."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
-from tuner.core import vllm_device_name
-
-
-@dataclass(frozen=True)
-class GpuInfo:
-    """One visible CUDA GPU.
-
-    Attributes:
-        index: torch's device index in this process.
-        visible_id: what to put in CUDA_VISIBLE_DEVICES to pin a child process to it.
-        gpu_name: torch.cuda.get_device_name(), e.g. "NVIDIA L20".
-        device_name: vLLM's key, e.g. "NVIDIA_L20".
-        compute_capability: e.g. "8.9".
-    """
-
-    index: int
-    visible_id: str
-    gpu_name: str
-    device_name: str
-    compute_capability: str
+from tuner.core import GpuInfo, vllm_device_name
 
 
 def visible_gpus() -> list[GpuInfo]:

@@ -53,17 +53,13 @@ class Terminated(KeyboardInterrupt):
     systemd): handled as Ctrl-C, but the command exits 143 (128 + SIGTERM) instead of 130."""
 
 
-def interrupted_exit(exc: KeyboardInterrupt) -> tuple[int, str]:
-    """(exit code, the word for it) of an interrupt: 143 and "terminated (SIGTERM)" for
-    `Terminated`, 130 and "interrupted" for Ctrl-C (128 + SIGINT)."""
+def interrupted(exc: KeyboardInterrupt) -> tuple[str, int]:
+    """The one line of a command an interrupt stopped, and its exit code: 143 for `Terminated`
+    (128 + SIGTERM), 130 for Ctrl-C (128 + SIGINT)."""
+    how, code = "interrupted", 128 + signal.SIGINT
     if isinstance(exc, Terminated):
-        return 128 + signal.SIGTERM, "terminated (SIGTERM)"
-    return 128 + signal.SIGINT, "interrupted"
-
-
-def interrupted(exc: KeyboardInterrupt) -> str:
-    """The one line of a command an interrupt stopped (its code: `interrupted_exit`)."""
-    return f"{interrupted_exit(exc)[1]}; finished work is stored: run the same command to resume"
+        how, code = "terminated (SIGTERM)", 128 + signal.SIGTERM
+    return f"{how}; finished work is stored: run the same command to resume", code
 
 
 def describe_exit(exitcode: int) -> str:

@@ -28,7 +28,7 @@ from tuner.run.supervisor import Supervisor, first_line
 from tuner.run.worker import WorkerSpec
 
 if TYPE_CHECKING:
-    from tuner.measure.runners import Runner
+    from tuner.measure.runner import Runner
 
 # Seconds one config may take before its worker is killed (--trial-timeout), per runner;
 # TRIAL_TIMEOUT_S_GPU for a GPU.

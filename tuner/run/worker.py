@@ -48,7 +48,7 @@ from tuner.search.warm_start import related as related_timings
 from tuner.search.warm_start import warm_start_for_task
 
 if TYPE_CHECKING:
-    from tuner.measure.runners import ProblemRunner, Runner
+    from tuner.measure.runner import ProblemRunner, Runner
 
 # Exit codes of a worker besides 0 (no task left) and 130 (Ctrl-C).
 EXIT_PARENT_GONE = 3  # its supervisor died; it handed its task back
@@ -104,7 +104,7 @@ class WorkerSpec:
         db_url: SQLAlchemy URL of the store.
         sweep_id: the sweep whose tasks to claim; None for any sweep in scope.
         worker_id: unique name, stored on the tasks it claims.
-        runner: how it measures (`tuner.measure.runners`: a GPU, the interpreter, a replay).
+        runner: how it measures (`tuner.measure.runner`: a GPU, the interpreter, a replay).
         visible_device: CUDA_VISIBLE_DEVICES value that pins the worker to one GPU (a GPU
             runner's only).
         configs: explicit candidate list, or None for the sweep's named space.
@@ -580,17 +580,6 @@ class TaskRun:
         self.store_fenced(repo.record_decision, retimes=rows, decision=asdict(decision))
 
 
-def run_task(*args: Any, **kwargs: Any) -> None:
-    """Search one claimed task: `TaskRun(*args, **kwargs).run()` (its arguments are `TaskRun`'s).
-
-    Raises:
-        TaskLost: the task was taken from this worker; nothing more was recorded for it.
-        ContextLost: a config crashed on a GPU; its trial is recorded, the process must
-            restart.
-    """
-    TaskRun(*args, **kwargs).run()
-
-
 def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
     """Entry point of a worker process: let its runner set the process's environment
     (`Runner.pin`) before torch and triton are imported, then claim and run tasks until none
@@ -725,7 +714,7 @@ class _Worker:
         stopped = lease.heartbeat()
         try:
             try:  # a store error is never the task's: the task is run again
-                retry_store(lambda: run_task(*args, lease), url=spec.db_url)
+                retry_store(lambda: TaskRun(*args, lease).run(), url=spec.db_url)
             except (DBAPIError, PoolTimeoutError) as exc:  # not transient
                 raise StoreUnavailable(describe_store_error(exc, spec.db_url)) from exc
         except TaskLost:

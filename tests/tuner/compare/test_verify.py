@@ -1,4 +1,4 @@
-"""tuner.compare.verify: the M values checked, vLLM's pick judged against the default with fake
+"""tuner.compare.versus: the M values checked, vLLM's pick judged against the default with fake
 samplers (exact timings, no kernel), the shapes planned from a device's files, `--fix`'s passes."""
 
 from dataclasses import dataclass
@@ -6,15 +6,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from tuner.compare.verify import (
+from tuner.compare.versus import (
     PlannedShape,
     PointResult,
-    ShapeVerification,
     Verdict,
     check_points,
-    fix_passes,
     judge,
-    no_file_line,
     plan,
     verify_shape,
 )
@@ -46,9 +43,6 @@ def test_points_are_keys_grid_midpoints_and_neighbours_up_to_4096_or_the_largest
     ]
     assert check_points([4096, 8192], []) == [4095, 4096, 4097, 6144, 8191, 8192]
     assert check_points([16], [5000]) == [15, 16, 17, 5000]  # an asked grid M is kept
-    for keys, grid, message in (([], [1], "no keys"), ([0, 4], [], ">= 1"), ([4], [0], ">= 1")):
-        with pytest.raises(ValueError, match=message):
-            check_points(keys, grid)
 
 
 @dataclass(frozen=True)
@@ -68,7 +62,8 @@ def test_judge_slower_only_beyond_the_larger_spread_or_the_noise_floor():
 
 
 class FakeRunner:
-    """sample_us answers from a fixed list per config, in order; check answers `status`."""
+    """sample_us answers from a fixed list per config, in order; check answers `status`. Both
+    take `tuner compare`'s Candidates, as `verify_shape` passes them."""
 
     def __init__(self, samples, status=TrialStatus.OK, failing=None) -> None:
         self.samples = {config: list(values) for config, values in samples.items()}
@@ -76,7 +71,8 @@ class FakeRunner:
         self.checked: list[KernelConfig] = []
         self.sampled: list[KernelConfig] = []
 
-    def check(self, config: KernelConfig) -> TrialResult:
+    def check(self, candidate) -> TrialResult:
+        config = candidate.config
         self.checked.append(config)
         if self.failing == "raise":
             raise RuntimeError("CUDA error:  illegal\n address")
@@ -84,9 +80,9 @@ class FakeRunner:
             return TrialResult(TrialStatus.OK, rel_error=1e-3)
         return TrialResult(TrialStatus.WRONG_RESULT, error="relative error 0.5 >= 0.01")
 
-    def sample_us(self, config: KernelConfig) -> float:
-        self.sampled.append(config)
-        return self.samples[config].pop(0)
+    def sample_us(self, candidate) -> float:
+        self.sampled.append(candidate.config)
+        return self.samples[candidate.config].pop(0)
 
 
 # A pick slower off the keys, within noise, and the default's M untimed, through `tuner verify`:
@@ -100,12 +96,13 @@ class FakeRunner:
         ("raise", TrialStatus.OK, "crashed: RuntimeError: CUDA error: illegal address"),
     ],
 )
-def test_a_pick_or_default_that_fails_its_check_fails_the_point_untimed(failing, status, error):
+def test_a_pick_or_default_that_fails_its_check_fails_the_point(failing, status, error):
     """A wrong pick: tests/cli/test_verify_cli.py."""
-    runner = FakeRunner({}, status, failing)
-    result = verify_shape(SHAPE, {1: BIG.as_dict()}, [3], lambda N, K, M: runner, rounds=6)
+    runner = FakeRunner({BIG: [1.0] * 6}, status, failing)
+    planned = PlannedShape(SHAPE, {1: BIG.as_dict()}, (3,))
+    result = verify_shape(planned, lambda N, K, M: runner, rounds=6)
     assert result.points == (PointResult(3, 1, BIG, Verdict.FAILED, False, error=error),)
-    assert runner.sampled == [] and result.points[0].speedup is None
+    assert DEFAULT not in runner.sampled and result.points[0].speedup is None
     assert result.offending == [3]
 
 
@@ -125,47 +122,16 @@ SKIPPED = [SkippedShape(dense_key(576, 256, BLOCK), "M=16 has no trials", [16])]
 
 def test_plan_checks_each_file_and_names_the_shape_without_one():
     files = DeviceFiles(files=[FILE], skipped=SKIPPED)
-    planned, missing = plan(SHAPES, files, {dense_key(256, 384, BLOCK): (1, 16)}, None)
+    planned, missing = plan(SHAPES, files, {dense_key(256, 384, BLOCK): (1, 16)})
     # keys 1, 16; midpoint 8; neighbours 2, 15, 17
     assert planned == [PlannedShape(SHAPE, CONFIGS, (1, 2, 8, 15, 16, 17))]
     assert missing == [
         "N=576,K=256: no file (M=16 has no trials); vLLM runs its default config there"
     ]
-    assert plan(SHAPES, files, {}, None, only={(576, 256)})[0] == []
-    assert no_file_line(SHAPES, files, "NVIDIA_L20") is None
-    assert no_file_line(SHAPES, DeviceFiles(files=[], skipped=SKIPPED), "NVIDIA_L20") == (
-        "no file of tiny TP 1 on NVIDIA_L20 to check (N=576,K=256: M=16 has no trials)"
+    assert plan(SHAPES, DeviceFiles(files=[], skipped=SKIPPED), {}, only=set()) == ([], [])
+    with pytest.raises(ValueError) as raised:
+        plan(SHAPES, DeviceFiles(files=[], skipped=SKIPPED), {})
+    assert str(raised.value) == (
+        "no file of tiny TP 1 to check (N=256,K=384: no trials in the store; "
+        "N=576,K=256: M=16 has no trials)"
     )
-
-
-def _result(N, K, verdicts):
-    points = tuple(PointResult(M, M, SMALL, verdict, True) for M, verdict in verdicts)
-    return ShapeVerification(N, K, BLOCK, (1,), points)
-
-
-def test_fix_passes_tune_the_offending_m_keep_each_shapes_latest_and_stop_after_three():
-    first = [
-        _result(256, 384, [(1, Verdict.OK), (8, Verdict.SLOWER)]),
-        _result(576, 256, [(1, Verdict.OK)]),
-    ]
-    fixed = _result(256, 384, [(1, Verdict.OK), (8, Verdict.OK)])
-    tuned, said, passes = [], [], []
-
-    def check_again(shapes, fix_pass):
-        passes.append((shapes, fix_pass))
-        return [fixed], []
-
-    assert fix_passes(first, tuned.append, check_again, said.append) == [fixed, first[1]]
-    assert (tuned, passes) == ([{(256, 384): [8]}], [({(256, 384)}, 1)])
-    assert said == [
-        "after --fix pass 1: 1 shape(s), 2 M values: 2 ok (0 run the default "
-        "config), 0 slower, 0 failed"
-    ]
-    failing = [_result(256, 384, [(8, Verdict.FAILED)])]
-    passes.clear()
-    latest = fix_passes(
-        failing, tuned.append, lambda s, n: (passes.append(n) or failing, []), print
-    )
-    assert (passes, latest) == ([1, 2, 3], failing)
-    with pytest.raises(ValueError, match=r"^1 shape\(s\) have no file after --fix"):
-        fix_passes(failing, tuned.append, lambda s, n: ([], ["N=256,K=384: no file"]), print)

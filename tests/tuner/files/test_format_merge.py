@@ -24,7 +24,7 @@ from tuner.files.merge import (
     runs_note,
     write_files_atomically,
 )
-from tuner.kernels.dense.family import config_file_name, parse_config_file_name
+from tuner.kernels.dense.family import DENSE, config_file_name
 from tuner.kernels.dense.space import default_config
 
 DEFAULT = default_config()
@@ -85,7 +85,7 @@ def test_nvidia_entries_are_written_in_vllm_key_order() -> None:
 )
 def test_bad_names_are_rejected(name: str) -> None:
     with pytest.raises(ValueError, match="is not a config file name"):
-        parse_config_file_name(name)
+        DENSE.files.parse_file_name(name)
 
 
 def test_config_file_name_rejects_bad_parts() -> None:

@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from tests.storefill import FAST
-from tuner.files.engine_folders import CHECKED_RELEASES
+from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS
 from tuner.files.format import dump_config_file
-from tuner.files.mounts import MountRequest, render_mounts
-from tuner.files.pull import MARKER, render_pull_recipe, replace_folder
+from tuner.files.mounts import MountRequest, release_request, render_mounts
+from tuner.files.pull import MARKER, replace_folder
 from tuner.kernels.engines import SGLANG_NOTE, EngineFolder
 from tuner.kernels.moe.family import moe_config_file_name
 from tuner.kernels.registry import FAMILIES
@@ -35,25 +35,26 @@ SGL = f"{SGL_SITE}/sglang/kernels/ops/gemm/configs"  # SGLang 0.5.21 and later
 SGL_MOE = f"{SGL_SITE}/sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_8_0"
 DIR = "/opt/blockfp8-tuner/moe-configs"
 ENV = "VLLM_TUNED_CONFIG_FOLDER"
+SERVER = "http://tuner:8000"
 CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")  # Kubernetes' rule for a ConfigMap's keys
+
+
+def key(name: str) -> str:
+    return name.replace("=", "_").replace(",", "_").replace("[", "_").replace("]", "_")
 
 
 def spaced(name: str) -> str:
     return name.replace("[128,128]", "[128, 128]")
 
 
-def request(**changes) -> MountRequest:
-    names = changes.get("file_names", (B, A))
-    fields = {
-        "device_name": "NVIDIA_L20",
-        "engine": "vllm",
-        "file_names": names,
-        "host_dir": "$PWD/configs",
-        "site_packages": SITE,
-        "fmt": "docker",
-        "contents": {name: f'{{"1": "{name[:6]}"}}\n' for name in names},
-    }
+def request(names=(B, A), **changes) -> MountRequest:
+    files = {name: f'{{"1": "{name[:6]}"}}\n' for name in names}
+    fields = {"device_name": "NVIDIA_L20", "engine": "vllm", "fmt": "docker", "files": files}
     return MountRequest(**{**fields, **changes})
+
+
+def recipe(fmt: str, release: dict, engine: str = "vllm") -> str:
+    return render_mounts(release_request(release, fmt, engine, SERVER))
 
 
 def body(text: str) -> list[str]:
@@ -73,7 +74,7 @@ def pod(text: str) -> dict:
 
 
 def test_docker_lines_one_file_at_a_time_and_the_moe_folder() -> None:
-    text = render_mounts(request(file_names=(B, MOE, A)))
+    text = render_mounts(request(names=(B, MOE, A)))
     assert body(text) == [
         f'  -v "$PWD/configs/{A}:{VLLM}/{A}:ro" \\',
         f'  -v "$PWD/configs/{B}:{VLLM}/{B}:ro" \\',
@@ -82,23 +83,19 @@ def test_docker_lines_one_file_at_a_time_and_the_moe_folder() -> None:
         "  --linear-backend triton",
     ]
     lines = text.splitlines()
-    assert lines[:4] == [
-        "# 2 read-only mount(s) of W8A8 block-FP8 configs for NVIDIA_L20 (vllm 0.33.0; restart "
-        "it after changing them).",
-        f"# vllm 0.33.0 reads dense files only from {VLLM}/",
-        '# (site-packages in your image: python3 -c "import os, vllm; print(os.path.dirname('
-        'os.path.dirname(vllm.__file__)))";',
-        "# another release reads elsewhere: give it as --engine-version)",
-    ]
+    assert lines[0] == (
+        f"# vllm 0.33.0's site-packages in its usual image: {SITE}; in yours: python3 -c "
+        '"import os, vllm; print(os.path.dirname(os.path.dirname(vllm.__file__)))"'
+    )
     assert "# NVIDIA_L20 is sm89 (L20: compute capability 8.9, from the table of known GPUs)." in (
         lines
     )
     # MoE files alone are read whatever the linear backend: no flag.
-    assert "  --linear-backend triton" not in render_mounts(request(file_names=(MOE,)))
+    assert "  --linear-backend triton" not in render_mounts(request(names=(MOE,)))
 
 
 def test_compose_is_a_compose_file_of_the_serving_service() -> None:
-    text = render_mounts(request(fmt="compose", file_names=(MOE, A), host_dir="/srv/cfg/"))
+    text = render_mounts(request(fmt="compose", names=(MOE, A), host_dir="/srv/cfg/"))
     assert yaml.safe_load(text) == {
         "services": {
             "vllm": {
@@ -132,20 +129,20 @@ def test_compose_config_accepts_it(tmp_path) -> None:
 
 
 def test_k8s_configmaps_with_valid_keys_and_the_engines_file_names() -> None:
-    req = request(fmt="k8s", file_names=(MOE, A))
+    req = request(fmt="k8s", names=(MOE, A))
     text = render_mounts(req)
     configmaps = [doc for doc in yaml.safe_load_all(text) if doc and "kind" in doc]
     for configmap in configmaps:
         kubernetes_validate.validate(configmap, "1.32", strict=True)
         assert all(CONFIGMAP_KEY.fullmatch(key) for key in configmap["data"])
     assert [(c["metadata"]["name"], c["data"]) for c in configmaps] == [
-        ("blockfp8-nvidia-l20", {"n5120-k3072-b128x128.json": req.contents[A]}),
-        ("blockfp8-nvidia-l20-moe", {"e128-n384-b128x128.json": req.contents[MOE]}),
+        ("blockfp8-nvidia-l20", {key(A): req.files[A]}),
+        ("blockfp8-nvidia-l20-moe", {key(MOE): req.files[MOE]}),
     ]
     spec = pod(text)["spec"]
     volumes = [
-        ("blockfp8-configs", "blockfp8-nvidia-l20", "n5120-k3072-b128x128.json", A),
-        ("blockfp8-moe-configs", "blockfp8-nvidia-l20-moe", "e128-n384-b128x128.json", MOE),
+        ("blockfp8-configs", "blockfp8-nvidia-l20", key(A), A),
+        ("blockfp8-moe-configs", "blockfp8-nvidia-l20-moe", key(MOE), MOE),
     ]
     assert spec["volumes"] == [
         {"name": volume, "configMap": {"name": name, "items": [{"key": key, "path": path}]}}
@@ -159,69 +156,38 @@ def test_k8s_configmaps_with_valid_keys_and_the_engines_file_names() -> None:
     assert "kubectl create configmap" not in text  # it refuses paths holding '='
 
 
-@pytest.mark.parametrize(
-    ("version", "folder"),
-    [
-        ("0.5.20", "sglang/kernels/ops/quantization/configs"),
-        ("0.5.15.post1", "sglang/srt/layers/quantization/configs"),
-        ("v0.6.0rc1", "sglang/kernels/ops/gemm/configs"),
-    ],
-)
-def test_sglang_dense_folder_follows_the_engine_version(version: str, folder: str) -> None:
-    text = render_mounts(
-        request(engine="sglang", file_names=(A,), site_packages=SGL_SITE, engine_version=version)
-    )
-    assert body(text) == [f'  -v "$PWD/configs/{A}:{SGL_SITE}/{folder}/{spaced(A)}:ro" \\']
-    assert f"# sglang {version} reads dense files only from {SGL_SITE}/{folder}/" in text
-    assert f"# {SGLANG_NOTE}" in text.splitlines()
-    unchecked = "was never checked (only 0.5.5 to 0.5.23)"
-    assert (unchecked in text) == (version == "v0.6.0rc1")
-
-
-def test_an_engine_release_never_checked_says_so() -> None:
-    text = render_mounts(request(engine_version="0.32.0"))
-    assert (
-        "# note: vllm 0.32.0 was never checked (only 0.33.0): its folders are assumed to be "
-        "those of the nearest checked release; look in the image if files are not read"
-    ) in text.splitlines()
-    assert "never checked" not in render_mounts(request(engine_version="0.33.0"))
-
-
-def test_sglang_moe_files_in_the_folder_of_the_serving_tritons_version() -> None:
-    sglang = {"engine": "sglang", "site_packages": SGL_SITE}
-    text = render_mounts(request(**sglang, file_names=(MOE, A), triton_version="3.8.0"))
+def test_sglang_files_in_its_folders_moe_in_the_folder_of_the_tuned_triton() -> None:
+    text = render_mounts(request(engine="sglang", names=(MOE, A), triton="3.8.0"))
     assert body(text) == [
         f'  -v "$PWD/configs/{MOE}:{SGL_MOE}/{spaced(MOE)}:ro" \\',
         f'  -v "$PWD/configs/{A}:{SGL}/{spaced(A)}:ro" \\',
     ]
     assert ENV not in text
-    assert f"# {SGL_MOE}/ is SGLang's folder for Triton 3.8.0: the serving image's" in text
+    assert f"# {SGLANG_NOTE}" in text.splitlines()
     # vLLM's MoE name folds every H200 into NVIDIA_H200; SGLang's keeps the device's own name.
     h200 = MOE.replace("NVIDIA_L20", "NVIDIA_H200")
-    nvl = {"device_name": "NVIDIA_H200_NVL", "file_names": (h200,), "triton_version": "3.4.0"}
-    text = render_mounts(request(**sglang, **nvl, engine_version="0.5.10.post1"))
-    old = f"{SGL_SITE}/sglang/srt/layers/moe/fused_moe_triton/configs/triton_3_4_0"
+    nvl = {"device_name": "NVIDIA_H200_NVL", "names": (h200,), "triton": "3.4.0"}
+    text = render_mounts(request(engine="sglang", **nvl))
+    folder = SGL_MOE.replace("3_8_0", "3_4_0")
     nvl = spaced(MOE.replace("NVIDIA_L20", "NVIDIA_H200_NVL"))
-    assert body(text) == [f'  -v "$PWD/configs/{h200}:{old}/{nvl}:ro" \\']
+    assert body(text) == [f'  -v "$PWD/configs/{h200}:{folder}/{nvl}:ro" \\']
 
 
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"site_packages": "relative/path"}, "--site-packages must be an absolute path"),
-        ({"site_packages": "/a/$(rm -rf)"}, "--site-packages must be an absolute path"),
+        ({"host_dir": "relative/path"}, "the host folder must be an absolute path"),
         ({"host_dir": '/srv/my "cfg"'}, "the host folder must be an absolute path"),
         ({"host_dir": "/srv/a:b"}, "the host folder must be an absolute path"),
-        ({"fmt": "helm"}, "format 'helm' is not one of docker, compose, k8s"),
+        ({"fmt": "helm"}, "format 'helm' is not one of docker, compose, k8s, k8s-pull"),
         ({"engine": "trtllm"}, "engine 'trtllm' is not one of vllm, sglang"),
-        ({"file_names": ()}, "no config files for NVIDIA_L20 to mount"),
-        ({"file_names": ("config.json",)}, "'config.json' is not a config file name"),
-        ({"engine": "sglang", "file_names": (MOE,)}, "give the serving image's Triton"),
+        ({"names": ()}, "no config files for NVIDIA_L20 to mount"),
+        ({"names": ("config.json",)}, "'config.json' is not a config file name"),
+        ({"engine": "sglang", "names": (MOE,)}, "were timed with several Tritons or none"),
         (
-            {"engine": "sglang", "file_names": (MOE,), "triton_version": "3.8.0+git1"},
+            {"engine": "sglang", "names": (MOE,), "triton": "3.8.0+git1"},
             "Triton version '3.8.0+git1' is not like 3.8.0",
         ),
-        ({"fmt": "k8s", "contents": None}, "the k8s format needs the files' contents"),
     ],
 )
 def test_bad_requests(changes: dict, message: str) -> None:
@@ -237,20 +203,16 @@ RELEASE = {
     "content_sha256": "ab" * 32,
     "files": [{"file_name": H200, "sha256": "1" * 64}, {"file_name": H200_MOE, "sha256": "2" * 64}],
 }
-SERVER = "http://tuner:8000"
 PULL = ["tuner", "pull", "--server", SERVER, "--device", "NVIDIA_H200"]
 PULL += ["--release", "3", "--engine", "vllm", "--out", "/configs"]
 
 
 def test_k8s_pull_runs_tuner_pull_then_mounts_the_volume() -> None:
-    text = render_pull_recipe(
-        "k8s-pull", server=SERVER, release=RELEASE, engine="vllm", site_packages=SITE
-    )
-    assert text.splitlines()[:2] == [
+    text = recipe("k8s-pull", RELEASE)
+    assert text.splitlines()[0] == (
         "# NVIDIA_H200 release 3 (2 file(s), content abababababab), pulled (every sha256 "
-        "checked) before vllm 0.33.0 starts and mounted read-only file by file.",
-        f"# vllm 0.33.0 reads dense files only from {VLLM}/",
-    ]
+        "checked) before vllm starts and mounted read-only file by file."
+    )
     spec = pod(text)["spec"]
     assert spec["volumes"] == [{"name": "blockfp8-configs", "emptyDir": {}}]
     (init,) = spec["initContainers"]
@@ -272,19 +234,16 @@ def test_k8s_pull_runs_tuner_pull_then_mounts_the_volume() -> None:
 
 def test_compose_pull_for_sglang_in_its_folders() -> None:
     release = {**RELEASE, "summary": {"versions": {"triton": ["3.8.0"]}}}
-    text = render_pull_recipe(
-        "compose-pull", server=SERVER, release=release, engine="sglang", site_packages=SGL_SITE
-    )
+    text = recipe("compose-pull", release, "sglang")
     # The serving service's depends_on, for vLLM: tests/cli/test_pull.py.
     compose = yaml.safe_load(text)
     assert compose["volumes"] == {"blockfp8-configs": {}}
     assert compose["services"]["blockfp8-pull"]["command"][-3:] == ["sglang", "--out", "/configs"]
     serving = compose["services"]["sglang"]
     assert [(v["target"], v["volume"]["subpath"]) for v in serving["volumes"]] == [
-        (f"{SGL_MOE}/{spaced(H200_MOE)}", spaced(H200_MOE)),
+        (f"{SGL_MOE}/{spaced(H200_MOE)}", spaced(H200_MOE)),  # the release's Triton
         (f"{SGL}/{spaced(H200)}", spaced(H200)),
     ]
-    assert "is SGLang's folder for Triton 3.8.0" in text  # the release's Triton
 
 
 PULLED_MOE = moe_config_file_name(128, 768, "NVIDIA_H200")
@@ -307,25 +266,17 @@ def test_sglang_pull_writes_moe_files_without_the_triton_version_key(tmp_path):
 
 
 def test_a_new_release_whose_folder_moved_is_one_row(monkeypatch) -> None:
-    # docs/contributing.md, "A new vLLM or SGLang release": a family's row and the checked span.
+    # docs/contributing.md, "A new vLLM or SGLang release": a family's row and the default.
     moved = "vllm/kernels/fp8/configs"
     dense = FAMILIES["dense"]
     rows = (*dense.files.engine_folders, EngineFolder("vllm", "0.34.0", moved))
     files = dataclasses.replace(dense.files, engine_folders=rows)
     monkeypatch.setitem(FAMILIES, "dense", dataclasses.replace(dense, files=files))
-    monkeypatch.setitem(CHECKED_RELEASES, "vllm", ("0.33.0", "0.34.0"))
-    text = render_mounts(request(file_names=(A,), engine_version="0.34.0"))
-    assert body(text)[0] == f'  -v "$PWD/configs/{A}:{SITE}/{moved}/{A}:ro" \\'
-    assert "never checked" not in text
-    assert body(render_mounts(request(file_names=(A,))))[0].endswith(f':{VLLM}/{A}:ro" \\')
-    recipe = render_pull_recipe(
-        "k8s-pull",
-        server=SERVER,
-        release=RELEASE,
-        engine="vllm",
-        site_packages=SITE,
-        engine_version_="0.34.0",
+    assert body(render_mounts(request(names=(A,))))[0].endswith(f':{VLLM}/{A}:ro" \\')
+    monkeypatch.setitem(DEFAULT_ENGINE_VERSIONS, "vllm", "0.34.0")
+    assert body(render_mounts(request(names=(A,))))[0] == (
+        f'  -v "$PWD/configs/{A}:{SITE}/{moved}/{A}:ro" \\'
     )
-    mounts = pod(recipe)["spec"]["containers"][0]["volumeMounts"]
+    mounts = pod(recipe("k8s-pull", RELEASE))["spec"]["containers"][0]["volumeMounts"]
     assert mounts[0]["mountPath"] == f"{SITE}/{moved}/{H200}"
     assert mounts[1]["mountPath"] == DIR  # fused-MoE's row did not move

@@ -11,23 +11,19 @@ from tuner.inputs.logs import scan_lines
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.gpus import KNOWN_GPUS, MAX_SHARED_BYTES
 from tuner.kernels.vllm_table import (
-    FP8_BLOCK_KERNELS,
+    MARLIN,
     arch_of,
-    block_kernel_order,
     deepgemm_refusal,
     table_dense_kernel,
 )
-from tuner.measure.compile import CompileInfo, launch_problem
-from tuner.measure.launch_check import device_arch
+from tuner.measure.compile import CompileInfo, device_arch, launch_problem
 
 PREFIX = "(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:30 [__init__.py:640] "
 
 
 def test_per_architecture_lines() -> None:
     lines = backend_lines("8.9")
-    assert lines[0] == (
-        "Which kernel vLLM 0.33.0 runs for block-FP8 linear layers (other versions may differ):"
-    )
+    assert lines[0] == "vLLM 0.33.0's default kernel for block-FP8 linear layers:"
     assert lines[1].startswith("- sm89 (this device) (L20, L40S, RTX 4090): by default Marlin ")
     assert lines[2].startswith("- sm90 (H100, H200, H20): by default DeepGEMM (FlashInfer ")
     assert "--linear-backend triton" in lines[4] and "VLLM_BATCH_INVARIANT=1" in lines[4]
@@ -37,20 +33,14 @@ def test_per_architecture_lines() -> None:
     assert [arch_of(cc) for cc in capabilities] == ["sm89", "sm90", sm100, sm100, None, None, None]
 
 
-def test_humming_moves_ahead_of_marlin_on_sm90_only() -> None:
-    """The wheel's own list and capabilities: tests/engines/test_vllm_selection.py."""
-    listed = tuple(name for name, _ in FP8_BLOCK_KERNELS)
-    assert block_kernel_order(89) == block_kernel_order(None) == block_kernel_order(100) == listed
-    assert block_kernel_order(90) == (*listed[:4], listed[5], listed[4], *listed[6:])
-
-
 DEEPGEMM, CUTLASS = "DeepGemmFp8BlockScaledMMKernel", "CutlassFp8BlockScaledMMKernel"
 
 
-# sm90 with deepseek_v3 and sm89's Marlin: tests/tuner/compare/test_versus.py.
 @pytest.mark.parametrize(
     ("capability", "N", "K", "dtype", "model_type", "kernel"),
     [
+        (89, 7168, 18432, "bfloat16", None, MARLIN),
+        (0, 7168, 18432, "bfloat16", None, None),  # the interpreter's capability: none known
         (90, 7168, 18432, "bfloat16", None, DEEPGEMM),
         (90, 7168, 18432, "float16", None, CUTLASS),
         (90, 200, 256, "bfloat16", None, CUTLASS),
@@ -91,22 +81,20 @@ def test_a_triton_log_says_the_files_are_read() -> None:
     flag = scan_lines(["INFO non-default args: {'model': 'x', 'linear_backend': 'triton'}"])
     assert (flag.linear_kernels, flag.linear_backend) == ((), "triton")
     assert flag.kernel_line == (
-        "vLLM was started with linear_backend triton: it runs the "
-        "Triton kernel and reads the tuned files."
+        "vLLM was started with linear_backend triton: the tuned files are read with this "
+        "server's settings."
     )
 
 
 def test_old_and_unknown_devices():
     assert device_advice("NVIDIA_A100-SXM4-80GB").lines() == [
         "NVIDIA_A100-SXM4-80GB is sm80 (A100: compute capability 8.0, from the table of known "
-        "GPUs): no FP8 dot (compute capability below 8.9), so the Triton block-FP8 kernel, and "
-        "these files, cannot run there."
+        "GPUs): below sm89 there is no FP8 dot, so these files cannot run there."
     ]
-    assert device_advice("NVIDIA_B300").lines()[:2] == [
-        "NVIDIA_B300: architecture not known (no trial in the store names a compute capability, "
-        "and the GPU is not in the table of known GPUs).",
-        "vLLM 0.33.0 runs the Triton kernel, and so reads these files, by default on no CUDA GPU.",
-    ]
+    assert device_advice("NVIDIA_B300").lines()[0] == (
+        "NVIDIA_B300: architecture not known (no compute capability in the store or the table "
+        "of known GPUs)."
+    )
 
 
 def test_a_new_architecture_is_a_row_of_known_gpus_and_one_of_shared_memory(monkeypatch) -> None:
@@ -121,7 +109,7 @@ def test_a_new_architecture_is_a_row_of_known_gpus_and_one_of_shared_memory(monk
         "NVIDIA_B300 is sm100/sm120 (B300: compute capability 10.3, from the table of known GPUs)."
     )
     config = KernelConfig(64, 128, 128, 32, 4, 3)
-    over = CompileInfo(103, config, "spec", "bfloat16", 232449, 128, 0, 1.0)
+    over = CompileInfo(103, config, 232449, 128, 0, 1.0)
     assert launch_problem(over).error == (
         "pruned before launch: shared memory 232449 bytes > 232448 bytes per block on sm103"
     )

@@ -17,7 +17,8 @@ from tuner.inputs.devices import (
     resolve_device,
 )
 from tuner.inputs.logs import scan_lines
-from tuner.kernels.dense.family import ConfigFileName, config_file_name, parse_config_file_name
+from tuner.kernels.dense.family import DENSE, config_file_name
+from tuner.kernels.shape import Shape
 from tuner.run.gpus import GpuInfo
 
 INTEL = "Intel(R)_Data_Center_GPU_Max_1550"
@@ -96,12 +97,12 @@ def test_file_names_take_every_key_vllm_makes_and_refuse_the_rest(device: str) -
         with pytest.raises(ValueError, match="must be 1..128 printable ASCII characters"):
             config_file_name(5120, 3072, device)
         with pytest.raises(ValueError, match="is not a config file name like"):
-            parse_config_file_name(spelled)
+            DENSE.files.parse_file_name(spelled)
         return
     assert config_file_name(5120, 3072, device) == spelled
-    parsed = parse_config_file_name(spelled.replace("[128,128]", "[128, 128]"))  # SGLang's
-    assert parsed == ConfigFileName(5120, 3072, device, "fp8_w8a8", (128, 128))
-    assert parsed.name == spelled
+    parsed = DENSE.files.parse_file_name(spelled.replace("[128,128]", "[128, 128]"))  # SGLang's
+    assert parsed == (Shape(5120, 3072, (128, 128)), device, "fp8_w8a8")
+    assert DENSE.files.file_name(parsed[0], device, "vllm") == spelled
     log = [BLOCK_WARNING.format(path=f"/site/vllm/configs/{spelled}")]
     assert [(m.device_name, m.shape.N, m.shape.K) for m in scan_lines(log).files["dense"]] == [
         (device, 5120, 3072)

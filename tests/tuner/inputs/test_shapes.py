@@ -99,12 +99,12 @@ GOOD = 'model = "bad-file"\nblock_shape = [128, 128]\n[tp.1]\nsource = "x"\nshap
 @pytest.mark.parametrize(
     ("old", "new", "problem"),
     [
-        ('"bad-file"', '"bad"', "model = 'bad' differs from the file name (bad-file.toml)"),
-        ("[tp.1]", "extra = 1\n[tp.1]", "unknown key(s) 'extra'; allowed: model, description"),
-        ("[128, 128]", "[128]", "block_shape = [128] is not [group_n, group_k]"),
-        ('[tp.1]\nsource = "x"\nshapes = [[1, 2]]\n', "", "needs at least one [tp.<size>] table"),
-        ("[tp.1]", "[tp.x]", "[tp.x] is not a TP size in 1..1024"),
-        ('source = "x"\n', "", "TP 1: source must be a non-empty string"),
+        ('"bad-file"', '"bad"', "model = 'bad' differs from the file name"),
+        ("[tp.1]", "extra = 1\n[tp.1]", "extra: Extra inputs are not permitted"),
+        ("[128, 128]", "[128]", "block_shape.1: Field required"),
+        ('[tp.1]\nsource = "x"\nshapes = [[1, 2]]\n', "", "tp: Field required"),
+        ("[tp.1]", "[tp.x]", "tp.x.[key]: Input should be a valid integer"),
+        ('source = "x"\n', "", "tp.1.source: Field required"),
         ("[[1, 2]]", '[[1, "2"]]', "TP 1: K = '2' is not an integer"),
         ("[[1, 2]]", f"[[1, {10**30}]]", "TP 1: K is larger than 999999999"),
         ("[[1, 2]]\n", "[[1, 2]]\noops = 3\n", "TP 1: unknown key(s) 'oops'; allowed: source"),
@@ -156,10 +156,7 @@ def test_the_model_type_vllms_selection_reads_is_kept_and_checked() -> None:
     )
     with pytest.raises(ShapesFileError) as bad:
         load_shapes("badtype")
-    assert str(bad.value) == (
-        f"{folder() / 'badtype.toml'}: model_type = 'Qwen 3' is not a "
-        'Hugging Face model type such as "deepseek_v3"'
-    )
+    assert str(bad.value).startswith(f"{folder() / 'badtype.toml'}: model_type: String should")
 
 
 def test_deepseek_v3_follows_vllms_tuning_script():

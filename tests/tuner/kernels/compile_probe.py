@@ -16,12 +16,12 @@ from tests.standin_vllm import build_standin
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.family import DENSE, VLLM_DENSE
 from tuner.kernels.dense.space import default_config
-from tuner.kernels.dense.workload import compile_dense_pair
 from tuner.kernels.moe.family import MOE
 from tuner.kernels.moe.space import default_config as moe_default
-from tuner.kernels.moe.workload import compile_moe_pairs
-from tuner.kernels.serving import same_code
 from tuner.kernels.shape import Shape
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+from compiled import compile_dense_pair, compile_moe_pairs, same_code  # noqa: E402
 
 
 def main() -> None:

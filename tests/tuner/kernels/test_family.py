@@ -10,7 +10,7 @@ import pytest
 from tuner.core import CONFIG_KEYS
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.family import DENSE, config_file_name
-from tuner.kernels.dense.space import default_config, specialization_key, vllm_space
+from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
 from tuner.kernels.moe.family import MOE
 from tuner.kernels.registry import FAMILIES, family_of_file, family_of_part, get_family
@@ -49,7 +49,6 @@ def test_the_dense_family_gives_vllms_names_space_and_default() -> None:
     sglang = DENSE.files.file_name(shape, "NVIDIA_L20", "sglang")
     assert sglang == name.replace("[128,128]", "[128, 128]")
     assert DENSE.files.parse_file_name(name) == (shape, "NVIDIA_L20", "fp8_w8a8")
-    assert DENSE.specialization(shape, 1) == specialization_key(1, 5120, 3072, (128, 128))
     # benchmark_w8a8_block_fp8.py's grid: num_stages outermost, GROUP_SIZE_M innermost.
     space = DENSE.space()
     assert space == vllm_space() and len(space) == 1280 == len(set(space))
@@ -90,10 +89,8 @@ def test_a_file_names_its_family_by_the_family_that_parses_it() -> None:
     moe = "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"
     assert family_of_file(dense) is DENSE and family_of_file(moe) is MOE
     assert family_of_file(dense.replace("[128,128]", "[128, 128]")) is DENSE
-    # A name no family parses gets the parse error of the family its start names.
-    with pytest.raises(ValueError, match=r"^'config.json' is not a config file name like 'N="):
-        family_of_file("config.json")
-    with pytest.raises(ValueError, match=r"^'E=8,N=1\.json' is not a block-FP8 MoE config"):
+    # A name no family parses gets the default family's parse error.
+    with pytest.raises(ValueError, match=r"^'E=8,N=1\.json' is not a config file name like 'N="):
         family_of_file("E=8,N=1.json")
 
 
@@ -139,7 +136,4 @@ def test_the_dense_and_moe_families_need_a_block_shape() -> None:
     for family in (get_family("dense"), get_family("moe")):
         with pytest.raises(ValueError) as refused:
             family.default_config(per_tensor, 16)
-        assert str(refused.value) == (
-            f"the {family.name} family needs a block shape [group_n, group_k]; "
-            "N=512 K=256 has none (per-tensor)"
-        )
+        assert str(refused.value) == f"{family.name} needs a block shape; N=512 K=256 has none"

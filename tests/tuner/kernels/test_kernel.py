@@ -151,22 +151,12 @@ def _bad_call(**changes: object) -> None:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"A": torch.zeros(4, 256)}, "A must be torch.float8_e4m3fn"),
-        ({"As": torch.zeros(4, 2, dtype=torch.float64)}, "As must be torch.float32"),
-        ({"A": torch.zeros(4, 200, dtype=torch.float8_e4m3fn)}, "A has K=200"),
-        ({"As": torch.zeros(4, 3)}, "As must be"),
-        ({"Bs": torch.zeros(1, 2)}, "Bs must be"),
-        ({"B": torch.zeros(256, 256, dtype=torch.float8_e4m3fn).t()}, "B must be contiguous"),
         (
             {"config": {**default_config().as_dict(), "BLOCK_SIZE_K": 256}},
             "BLOCK_SIZE_K=256 does not divide group_k=128",
         ),
         ({"config": {**default_config().as_dict(), "BLOCK_SIZE_N": 48}}, "BLOCK_SIZE_N=48"),
         ({"config": {"BLOCK_SIZE_M": 64}}, "config lacks"),
-        ({"block_shape": (128,)}, "block_shape"),
-        ({"out_dtype": torch.float32}, "out_dtype"),
-        ({"out": torch.empty(4, 256, dtype=FP16)}, "out must be"),
-        ({"out": torch.empty(4, 128, dtype=BF16)}, "out must be"),
     ],
 )
 def test_wrapper_rejects_bad_input(changes: dict[str, object], message: str) -> None:

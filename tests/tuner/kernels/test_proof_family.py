@@ -25,20 +25,17 @@ from db.models import ImportedFile, ReleaseFile, Sweep
 from tests.toyfamily.family import ENV, TOY, toy_shape
 from tests.tuner.compare.test_verify import FakeRunner
 from tuner.cli.app import app
-from tuner.compare.verify import PointResult, Verdict, verify_shape
+from tuner.compare.versus import PlannedShape, PointResult, Verdict, verify_shape
 from tuner.files.format import dump_config_file
-from tuner.files.mounts import MountRequest, render_mounts
-from tuner.files.pull import render_pull_recipe
+from tuner.files.mounts import MountRequest, release_request, render_mounts
 from tuner.inputs.shapes import ShapesFileError, load_shapes, render_shapes_file
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import VllmServing
 from tuner.kernels.registry import FAMILIES, family_of_file, respell_file_name
 from tuner.kernels.shape import Shape
-from tuner.measure.runner import KernelRunner, Problem
-from tuner.measure.runners import InterpreterRunner
+from tuner.measure.runner import InterpreterRunner, KernelRunner, Problem
 from tuner.measure.trial import TrialStatus
 from tuner.run.plan import model_requests
-from tuner.run.worker import WorkerSpec, run_task
+from tuner.run.worker import TaskRun, WorkerSpec
 
 DEVICE = "TRITON_INTERPRETER"
 # The dense GEMM's key as before, and the toy's own: two shapes of one G (one sweep), one of
@@ -98,7 +95,7 @@ def _sweep(url: str, request) -> int:
             task = repo.claim_task(session, sweep_id=sweep_id, worker_id="w", lease_s=600)
         if task is None:
             break
-        run_task(engine, spec, task, environment_id, request.space)
+        TaskRun(engine, spec, task, environment_id, request.space).run()
     engine.dispose()
     return sweep_id
 
@@ -181,8 +178,7 @@ def test_the_family_is_planned_swept_stored_reported_and_exported(tmp_path, toy)
 
 def test_the_familys_files_are_mounted_and_pulled_into_its_own_folder(toy) -> None:
     assert family_of_file(FILES[0]) is TOY and respell_file_name(FILES[0], "sglang") == FILES[0]
-    site = "/usr/local/lib/python3.12/dist-packages"
-    request = MountRequest(DEVICE, "vllm", (FILES[0],), "/srv/configs", site, fmt="docker")
+    request = MountRequest(DEVICE, "vllm", "docker", {FILES[0]: ""}, "/srv/configs")
     docker = render_mounts(request).splitlines()
     # Read from the folder its variable names, as vLLM's fused-MoE files are.
     assert '  -v "/srv/configs:/opt/blockfp8-tuner/toy-configs:ro" \\' in docker
@@ -194,9 +190,8 @@ def test_the_familys_files_are_mounted_and_pulled_into_its_own_folder(toy) -> No
         "content_sha256": "ab" * 32,
         "files": [{"file_name": FILES[0], "sha256": "1" * 64}],
     }
-    pulled = render_pull_recipe(
-        "k8s-pull", server="http://tuner:8000", release=release, engine="vllm", site_packages=site
-    ).splitlines()
+    pulled = render_mounts(release_request(release, "k8s-pull", "vllm", "http://tuner:8000"))
+    pulled = pulled.splitlines()
     assert f"- name: {ENV}" in pulled
 
 
@@ -218,7 +213,8 @@ def test_a_file_is_verified_against_the_familys_own_default(toy) -> None:
     # BLOCK_SIZE_K=256 breaks the toy's rule for K=64.
     m_points = [1, 8, 24, 4096]
     shape = Shape(64, 64, None, (("G", 2),))
-    result = verify_shape(shape, configs, m_points, make_runner, rounds=4, family="toy")
+    planned = PlannedShape(shape, configs, tuple(m_points))
+    result = verify_shape(planned, make_runner, rounds=4, family="toy")
     error = "invalid config: BLOCK_SIZE_K=256 is more than K=64"
     assert result.points == (
         PointResult(1, 1, SMALL, Verdict.OK, False),
@@ -259,17 +255,17 @@ def test_a_file_is_imported_as_its_own_familys_and_exported_as_it_was(tmp_path, 
 
 
 def advise(out, asked) -> None:
-    """The toy's doctor advice (`VllmServing.advice`): one line, and vLLM reads its files."""
+    """The toy's doctor advice (`KernelFamily.advice`): one line, and vLLM reads its files."""
     out.lines.append(f"toy on {asked.arch} ({asked.table_arch})")
     out.helps.append("toy")
 
 
 def test_doctor_says_what_a_registered_family_says_of_itself(monkeypatch) -> None:
-    from tuner.compare.doctor import Question, diagnose
+    from tuner.cli import doctor
+    from tuner.kernels.serving import Diagnosis
 
-    serving = VllmServing(label="toy", advice=advise)
-    monkeypatch.setitem(FAMILIES, "toy", dataclasses.replace(TOY, serving=serving))
-    monkeypatch.setattr("tuner.compare.doctor.vllm_version", lambda: None)
-    out = diagnose(Question(arch="sm90"), gpus=[], versions={"triton": ""})
+    monkeypatch.setitem(FAMILIES, "toy", dataclasses.replace(TOY, advice=advise))
+    out = Diagnosis()
+    doctor.advise(out, "sm90")
     assert out.lines[-1] == "toy on sm90 (sm90)"
     assert out.helps == ["moe", "toy"]  # sm90: vLLM runs the Triton MoE kernel by default

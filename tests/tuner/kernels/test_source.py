@@ -35,7 +35,7 @@ def test_without_vllm_auto_is_the_builtin_and_vllm_is_refused() -> None:
     with pytest.raises(ValueError, match=r"--kernel must be one of auto, vllm, builtin"):
         resolve_kernel("triton")
     builtin = get_family("dense").source("auto")
-    assert (builtin.name, builtin.version, builtin.label) == ("builtin", "", "builtin")
+    assert (builtin.name, builtin.version) == ("builtin", "")
     assert builtin.kernel_hash == family_kernel_hash("dense")
     assert kernel_label("builtin") == ""
 
@@ -52,7 +52,7 @@ def test_a_standin_vllm_is_found_by_path_and_version_without_import(standin) -> 
         ("moe", "model_executor/layers/fused_moe/fused_moe.py"),
     ):
         source = get_family(family).source("auto")
-        assert source.name == "vllm" and source.label == "vllm 0.33.0"
+        assert (source.name, source.version) == ("vllm", "0.33.0")
         assert source.module_path == standin / "vllm" / path
     assert "vllm" not in sys.modules
     # A vLLM without the MoE kernel is one clear error.

@@ -1,6 +1,6 @@
 """Compiling the kernels for a GPU target without a GPU (each family's `compile_for_target`, and
-doctor's pairs): what the compiler says of launches captured from the host code as vLLM makes
-them. One process without TRITON_INTERPRET
+the equivalence lane's pairs, bench/compiled.py): what the compiler says of launches captured
+from the host code as vLLM makes them. One process without TRITON_INTERPRET
 (`compile_probe.py`) does the compiling: once the interpreter has run a kernel, Triton's
 language module stays patched in that process and code generation fails."""
 

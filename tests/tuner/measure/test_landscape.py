@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from bench.landscape_file import landscape_from_results, landscape_json, optimum
 from tests.cli.robust import ENVIRONMENT
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
@@ -14,7 +15,6 @@ from tuner.measure.landscape import (
     FORMAT,
     NOT_RECORDED,
     RecordedTimings,
-    landscape_from_results,
     load_landscape,
 )
 from tuner.measure.trial import TrialResult
@@ -57,7 +57,7 @@ def make_landscape(shapes=((256, 384), (576, 256)), m_values=(1, 16)):
 def test_round_trip_answers_and_one_read_until_the_file_changes(tmp_path):
     landscape = make_landscape()
     path = tmp_path / "l20.json"
-    path.write_text(landscape.to_json())
+    path.write_text(landscape_json(landscape))
     loaded = load_landscape(path)
     assert loaded == landscape and load_landscape(str(path)) is loaded
     assert json.loads(path.read_text())["format"] == FORMAT
@@ -69,12 +69,12 @@ def test_round_trip_answers_and_one_read_until_the_file_changes(tmp_path):
     )
     missing = runner.evaluate(KernelConfig(64, 128, 128, 32, 2, 2))
     assert (missing.status, missing.error) == (TrialStatus.INVALID, NOT_RECORDED)
-    best, result = runner.optimum()
+    best, result = optimum(runner)
     assert best.BLOCK_SIZE_M == 64 and best.BLOCK_SIZE_N == 256
     assert result.latency_us == min(r.latency_us for r in runner.trials.values() if r.ok)
     with pytest.raises(KeyError, match=r"no \(N, K, M\) = \(1, 2, 3\)"):
         loaded.runner(1, 2, 3)
-    path.write_text(make_landscape(m_values=(1,)).to_json())
+    path.write_text(landscape_json(make_landscape(m_values=(1,))))
     assert sorted(load_landscape(path).problems) == [(256, 384, 1), (576, 256, 1)]
     with pytest.raises(ValueError, match="^gone.json: No such file or directory$"):
         load_landscape("gone.json")

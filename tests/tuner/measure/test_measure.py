@@ -17,8 +17,18 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
 from tuner.measure import noise
 from tuner.measure.noise import TimingPlan, wall_timer
-from tuner.measure.runner import KEPT_SAMPLERS, REL_TOL, KernelRunner, Problem, classify_error
-from tuner.measure.runners import GpuRunner, InterpreterRunner, ReplayRunner, Runner, make_runner
+from tuner.measure.runner import (
+    KEPT_SAMPLERS,
+    REL_TOL,
+    GpuRunner,
+    InterpreterRunner,
+    KernelRunner,
+    Problem,
+    ReplayRunner,
+    Runner,
+    classify_error,
+    make_runner,
+)
 
 PROBLEM = Problem(M=5, N=192, K=256, block_shape=(128, 128), out_dtype="bfloat16")
 SMALL = KernelConfig(16, 64, 64, 1, 4, 2)

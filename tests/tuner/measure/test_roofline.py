@@ -5,14 +5,14 @@ import math
 
 import pytest
 
-from tuner.measure.roofline import gemm_bytes, roofline
+from tuner.measure.roofline import roofline
 
 
 def test_bytes_flops_rates_and_bad_latencies():
     # A 2048 + B 7168*2048 + As 4*1*16 + Bs 4*56*16 + C 2*1*7168
-    assert gemm_bytes(1, 7168, 2048) == 2048 + 14_680_064 + 64 + 3_584 + 14_336 == 14_700_096
+    assert roofline(1, 7168, 2048, 1.0).bytes == 2048 + 14_680_064 + 64 + 3_584 + 14_336
     # K and N not multiples of the groups: scales round up (K=200 -> 2 groups, N=130 -> 2).
-    assert gemm_bytes(3, 130, 200, (128, 128), "float16") == (
+    assert roofline(3, 130, 200, 1.0, out_dtype="float16").bytes == (
         3 * 200 + 130 * 200 + 4 * 3 * 2 + 4 * 2 * 2 + 2 * 3 * 130
     )
     r = roofline(1, 7168, 2048, 16.0)

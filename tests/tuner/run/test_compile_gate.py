@@ -92,11 +92,11 @@ def test_a_config_asked_first_jumps_the_compiles_still_waiting_and_is_rejected_u
     compiler.start(PROBLEM, CONFIGS[:3])
     pool = pools[0]
     pool.futures[0].set_running_or_notify_cancel()  # compiling: it cannot be cancelled
-    pool.answers[CONFIGS[3]] = CompileInfo(90, CONFIGS[3], "s", "float16", 300_000, 32, 0, 0.5)
+    pool.answers[CONFIGS[3]] = CompileInfo(90, CONFIGS[3], 300_000, 32, 0, 0.5)
     result = compiler.check(CONFIGS[3])
     assert result.status is TrialStatus.OUT_OF_RESOURCES and result.measure_s == 0.0
     assert [future.cancelled() for future in pool.futures[:3]] == [False, True, True]
-    pool.answers[CONFIGS[1]] = CompileInfo(90, CONFIGS[1], "s", "float16", 1000, 32, 0, 0.25)
+    pool.answers[CONFIGS[1]] = CompileInfo(90, CONFIGS[1], 1000, 32, 0, 0.25)
     assert compiler.check(CONFIGS[1]) is None  # cancelled: sent again when asked
     assert pool.jobs == [*CONFIGS[:3], CONFIGS[3], CONFIGS[1]]
     assert shared.compile_s.value == 0.75

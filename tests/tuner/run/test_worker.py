@@ -17,8 +17,8 @@ from tests import storefill
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.measure import runners
-from tuner.measure.runners import make_runner
+from tuner.measure import runner as runners
+from tuner.measure.runner import make_runner
 from tuner.measure.trial import TrialResult
 from tuner.run.plan import trial_cap
 from tuner.run.worker import (
@@ -26,9 +26,9 @@ from tuner.run.worker import (
     InFlight,
     Lease,
     TaskLost,
+    TaskRun,
     WorkerShared,
     WorkerSpec,
-    run_task,
 )
 
 BUDGET = 6
@@ -138,19 +138,19 @@ def stored(engine, task_id):
 def test_killed_task_resumes_without_losing_or_repeating_a_trial(tmp_path, kill_at):
     engine, spec, environment_id = make_store(tmp_path / "a")
     task = claim(engine, spec)
-    run_task(engine, spec, task, environment_id, vllm_space())
+    TaskRun(engine, spec, task, environment_id, vllm_space()).run()
     uninterrupted = [(t.config, t.status, t.latency_us) for t in stored(engine, task.task_id)]
 
     engine, spec, environment_id = make_store(tmp_path / "b")
     StubRunner.measured, StubRunner.kill_at = [], kill_at
     task = claim(engine, spec)
     with pytest.raises(Killed):
-        run_task(engine, spec, task, environment_id, vllm_space())
+        TaskRun(engine, spec, task, environment_id, vllm_space()).run()
     assert len(stored(engine, task.task_id)) == kill_at  # every finished trial is kept
 
     StubRunner.kill_at = None
     first_run = list(StubRunner.measured)
-    run_task(engine, spec, task, environment_id, vllm_space())
+    TaskRun(engine, spec, task, environment_id, vllm_space()).run()
     resumed = StubRunner.measured[len(first_run) :]
     assert not set(resumed) & set(first_run)  # nothing measured twice
     final = [(t.config, t.status, t.latency_us) for t in stored(engine, task.task_id)]
@@ -160,7 +160,7 @@ def test_killed_task_resumes_without_losing_or_repeating_a_trial(tmp_path, kill_
 def test_default_first_then_budget_configs_and_the_finalists_retimed_once(store):
     engine, spec, environment_id = store
     task = claim(engine, spec)
-    run_task(engine, spec, task, environment_id, vllm_space())
+    TaskRun(engine, spec, task, environment_id, vllm_space()).run()
     trials = stored(engine, task.task_id)
     assert len(trials) == BUDGET == len(StubRunner.measured)
     assert trials[0].config == default_config().as_dict() and trials[0].is_default
@@ -186,7 +186,7 @@ def test_default_first_then_budget_configs_and_the_finalists_retimed_once(store)
     assert times == (70.0, 86.0, 0.0)
 
     StubRunner.measured, StubRunner.sampled = [], []
-    run_task(engine, spec, task, environment_id, vllm_space())  # resumed after its decision
+    TaskRun(engine, spec, task, environment_id, vllm_space()).run()  # resumed after its decision
     assert StubRunner.measured == [] and StubRunner.sampled == []
 
 
@@ -217,7 +217,7 @@ def test_the_gate_compiles_grids_planned_start_and_prunes_without_a_launch(tmp_p
     engine, spec, environment_id = make_store(tmp_path, strategy="grid")
     compiler = FakeCompiler()
     task = claim(engine, spec)
-    run_task(engine, spec, task, environment_id, vllm_space(), compiler=compiler)
+    TaskRun(engine, spec, task, environment_id, vllm_space(), compiler=compiler).run()
     [(m, first)] = compiler.started
     trials = stored(engine, task.task_id)
     # The default, then the space in order: what the search measured first, in order.
@@ -246,13 +246,15 @@ def test_a_guided_task_starts_from_the_winner_and_learns_from_the_trials_of_a_ne
     monkeypatch.setattr(GuidedStrategy, "search", spy)
     engine, spec, environment_id = make_store(tmp_path)  # M=16 by optuna, M=32 guided
     first = claim(engine, spec)
-    run_task(engine, spec, first, environment_id, vllm_space())
+    TaskRun(engine, spec, first, environment_id, vllm_space()).run()
     with session_scope(engine) as session:
         repo.finish_task(session, task_id=first.task_id, worker_id=spec.worker_id, state="done")
         sweep, _ = repo.create_sweep(session, replace(SPEC, strategy="guided", m_values=[32]))
     later = replace(spec, sweep_id=sweep.sweep_id)
     compiler = FakeCompiler()
-    run_task(engine, later, claim(engine, later), environment_id, vllm_space(), compiler=compiler)
+    TaskRun(
+        engine, later, claim(engine, later), environment_id, vllm_space(), compiler=compiler
+    ).run()
     # M=16's fastest trial (70 us) is the neighbour M=32 starts from, after the default.
     assert compiler.started == [(32, (default_config(), KernelConfig(32, 256, 128, 64, 8, 2)))]
     # M=16's ok trials, in the order they were stored (its 256-row tiles ran out of resources).
@@ -268,16 +270,16 @@ def test_a_guided_task_starts_from_the_winner_and_learns_from_the_trials_of_a_ne
 def test_a_larger_budget_resumes_the_search_and_measures_only_new_trials(tmp_path):
     engine, spec, environment_id = make_store(tmp_path / "a")
     task = claim(engine, spec)
-    run_task(engine, spec, replace(task, budget=BUDGET + 4), environment_id, vllm_space())
+    TaskRun(engine, spec, replace(task, budget=BUDGET + 4), environment_id, vllm_space()).run()
     uninterrupted = [(t.config, t.latency_us) for t in stored(engine, task.task_id)]
 
     engine, spec, environment_id = make_store(tmp_path / "b")
     StubRunner.measured, StubRunner.sampled = [], []
     task = claim(engine, spec)
-    run_task(engine, spec, task, environment_id, vllm_space())
+    TaskRun(engine, spec, task, environment_id, vllm_space()).run()
     first_run, first_retimed = list(StubRunner.measured), list(StubRunner.sampled)
     StubRunner.measured, StubRunner.sampled = [], []
-    run_task(engine, spec, replace(task, budget=BUDGET + 4), environment_id, vllm_space())
+    TaskRun(engine, spec, replace(task, budget=BUDGET + 4), environment_id, vllm_space()).run()
     assert len(StubRunner.measured) == 4 and not set(StubRunner.measured) & set(first_run)
     assert [(t.config, t.latency_us) for t in stored(engine, task.task_id)] == uninterrupted
     # The new trials change the finalists, so the decision is re-timed and replaced.
@@ -298,21 +300,21 @@ def test_a_larger_budget_resumes_the_search_and_measures_only_new_trials(tmp_pat
 def test_a_resumed_search_stops_at_the_budget_whatever_it_asks(store):
     engine, spec, environment_id = store
     task = claim(engine, spec)
-    run_task(engine, spec, task, environment_id, vllm_space())  # optuna: 6 trials
+    TaskRun(engine, spec, task, environment_id, vllm_space()).run()  # optuna: 6 trials
     assert trial_cap(BUDGET, vllm_space(), default_config()) == BUDGET
     assert trial_cap(BUDGET, [KernelConfig(16, 64, 128, 1, 4, 2)], default_config()) == 2
     # grid would ask for other configs than optuna did: at the same budget none is measured,
     # at two more exactly two.
     StubRunner.measured = []
-    run_task(engine, spec, replace(task, strategy="grid"), environment_id, vllm_space())
+    TaskRun(engine, spec, replace(task, strategy="grid"), environment_id, vllm_space()).run()
     assert StubRunner.measured == []
-    run_task(
+    TaskRun(
         engine,
         spec,
         replace(task, strategy="grid", budget=BUDGET + 2),
         environment_id,
         vllm_space(),
-    )
+    ).run()
     assert len(StubRunner.measured) == 2
     assert len(stored(engine, task.task_id)) == BUDGET + 2
 
@@ -330,7 +332,7 @@ def test_one_transaction_per_trial_plus_three_per_task(store, budget):
     engine, spec, environment_id = store
     task = replace(claim(engine, spec), budget=budget)
     commits = commits_of(engine)
-    run_task(engine, spec, task, environment_id, vllm_space())
+    TaskRun(engine, spec, task, environment_id, vllm_space()).run()
     # one to read the task's trials and warm starts (renewing its lease), one per trial,
     # one to read the task's decision and one to record the re-timing's
     assert len(commits) == budget + 3
@@ -392,14 +394,14 @@ def wait_until(condition, timeout_s: float = 10.0) -> None:
 def test_guided_stores_its_pruned_trials_beyond_the_budget_and_resumes_without_measuring(store):
     engine, spec, environment_id = store
     task = replace(claim(engine, spec), strategy="guided", budget=12)
-    run_task(engine, spec, task, environment_id, vllm_space())
+    TaskRun(engine, spec, task, environment_id, vllm_space()).run()
     trials = stored(engine, task.task_id)
     statuses = [t.status for t in trials]
     # the stub prunes BLOCK_SIZE_M 256 (out_of_resources): steps and tiles meet some of them
     assert statuses.count("ok") == 12 and statuses.count("out_of_resources") >= 3
     assert len(trials) == len(StubRunner.measured) == 12 + statuses.count("out_of_resources")
     measured = list(StubRunner.measured)
-    run_task(engine, spec, task, environment_id, vllm_space())  # resumed: all answered
+    TaskRun(engine, spec, task, environment_id, vllm_space()).run()  # resumed: all answered
     assert StubRunner.measured == measured
     columns = ("trial_id", "config", "status", "latency_us", "created_at")
     assert [[getattr(t, c) for c in columns] for t in stored(engine, task.task_id)] == [
@@ -428,7 +430,7 @@ def test_a_crash_on_cuda_restarts_the_process_and_the_task_goes_on(tmp_path):
     assert [c.BLOCK_SIZE_N for c in SPACE] == [32, 64, 128, 256, 32, 64]
     engine, spec, environment_id = make_store(tmp_path / "interpreter", backend="interpreter")
     task = claim(engine, spec)
-    run_task(engine, spec, task, environment_id, SPACE)  # records the crash and goes on
+    TaskRun(engine, spec, task, environment_id, SPACE).run()  # records the crash and goes on
     uninterrupted = stored_n(engine, task.task_id)
     assert uninterrupted[:5] == [(128, "ok"), (32, "ok"), (64, "ok"), (128, "ok"), (256, "crashed")]
     assert len(uninterrupted) > 5
@@ -437,7 +439,7 @@ def test_a_crash_on_cuda_restarts_the_process_and_the_task_goes_on(tmp_path):
     task = claim(engine, spec)
     StubRunner.measured = []
     with pytest.raises(ContextLost, match="illegal memory access"):
-        run_task(engine, spec, task, environment_id, SPACE)
+        TaskRun(engine, spec, task, environment_id, SPACE).run()
     assert stored_n(engine, task.task_id) == uninterrupted[:5]  # the crash is recorded first
     # the next process: the crash is answered from the store, not measured again
     with session_scope(engine) as session:
@@ -445,7 +447,7 @@ def test_a_crash_on_cuda_restarts_the_process_and_the_task_goes_on(tmp_path):
     spec = replace(spec, worker_id="w2")
     task = claim(engine, spec)
     StubRunner.measured = []
-    run_task(engine, spec, task, environment_id, SPACE)
+    TaskRun(engine, spec, task, environment_id, SPACE).run()
     assert [c.BLOCK_SIZE_N for c in StubRunner.measured] == [n for n, _ in uninterrupted[5:]]
     assert stored_n(engine, task.task_id) == uninterrupted
 
@@ -456,7 +458,7 @@ def test_a_task_taken_from_the_worker_records_nothing(tmp_path):
     with session_scope(engine) as session:
         repo.release_tasks(session, worker_id=spec.worker_id)
     with pytest.raises(TaskLost, match=f"task {task.task_id} is no longer held by w1"):
-        run_task(engine, spec, task, environment_id, SPACE)
+        TaskRun(engine, spec, task, environment_id, SPACE).run()
     assert stored_n(engine, task.task_id) == []
     assert StubRunner.measured == []  # not even the default config was measured
 
@@ -472,12 +474,12 @@ def test_a_task_that_fails_on_a_gpu_restarts_the_process(tmp_path, monkeypatch):
     engine, spec, _ = make_store(tmp_path, backend="cuda")
     calls = []
 
-    def failing_task(*args, **kwargs):
-        calls.append(args[2].task_id)
+    def failing_run(self):
+        calls.append(self.task.task_id)
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     monkeypatch.setattr(runners.GpuRunner, "environment", lambda self, kernel, family: ENV | L20)
-    monkeypatch.setattr(worker, "run_task", failing_task)
+    monkeypatch.setattr(worker.TaskRun, "run", failing_run)
     with pytest.raises(SystemExit) as exit_:
         worker.worker_main(spec)
     assert exit_.value.code == worker.EXIT_RESTART

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.landscape_file import optimum
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
@@ -54,10 +55,10 @@ def replayed_quality(name: str, problem, budget: int, seeds: int = 10, warm=None
     `bench/landscapes/<name>.json`, from vLLM's default (or `warm`)."""
     landscape = load_landscape(LANDSCAPES / f"{name}.json")
     runner = landscape.runner(*problem)
-    optimum = runner.optimum()[1].latency_us
+    fastest_us = optimum(runner)[1].latency_us
     warm = warm or [default_config(landscape.block_shape)]
     return [
-        optimum / best(search(runner.evaluate, budget, seed, warm))[1].latency_us
+        fastest_us / best(search(runner.evaluate, budget, seed, warm))[1].latency_us
         for seed in range(seeds)
     ]
 

@@ -7,14 +7,12 @@ Pure: the kernel, its workload and vLLM are imported when a hook is called.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from tuner.core import FP8_DTYPE
 from tuner.kernels.dense.space import (
     DEFAULT_BLOCK_SHAPE,
     default_config,
-    specialization_key,
     vllm_space,
     why_invalid,
 )
@@ -26,7 +24,6 @@ from tuner.kernels.family import (
     FamilyShapes,
     KernelFamily,
     VllmLogLine,
-    VllmServing,
     block_fp8_name,
     lazy,
     parse_block_fp8_name,
@@ -42,22 +39,6 @@ from tuner.kernels.vllm_table import (
 
 # The dtype labels vLLM puts in block-scaled W8A8 file names (get_w8a8_block_configs, fp8_utils).
 DTYPES: tuple[str, ...] = (FP8_DTYPE, "int8_w8a8")
-
-
-@dataclass(frozen=True)
-class ConfigFileName:
-    """The parts of a dense config file name; `name` spells it as vLLM does."""
-
-    N: int
-    K: int
-    device_name: str
-    dtype: str
-    block_shape: tuple[int, int]
-
-    @property
-    def name(self) -> str:
-        """The file name in vLLM's spelling (no space in block_shape)."""
-        return config_file_name(self.N, self.K, self.device_name, self.block_shape, self.dtype)
 
 
 def config_file_name(
@@ -86,24 +67,23 @@ def engine_file_name(name: str, engine: str) -> str:
     `block_shape=[a, b]` (SGLang); its device and dtype are kept.
 
     Raises:
-        ValueError: an unknown engine, or a name `parse_config_file_name` rejects.
+        ValueError: an unknown engine, or a name `_parse_file_name` rejects.
     """
-    p = parse_config_file_name(name)
-    return config_file_name(p.N, p.K, p.device_name, p.block_shape, p.dtype, engine)
+    shape, device_name, dtype = _parse_file_name(name)
+    block_shape = shape.block_pair("dense")
+    return config_file_name(shape.N, shape.K, device_name, block_shape, dtype, engine)
 
 
-def parse_config_file_name(name: str) -> ConfigFileName:
-    """Parse a dense config file name (SGLang's `block_shape=[128, 128]` too).
+def _parse_file_name(name: str) -> tuple[Shape, str, str]:
+    """(shape, device_name, dtype) of a dense config file name (SGLang's `block_shape=[128, 128]`
+    too).
 
     Raises:
         ValueError: the name is not a block-scaled W8A8 GEMM config file name.
     """
-    found = parse_block_fp8_name(name, ("N", "K"), DTYPES)
-    if found is None:
-        example = config_file_name(1024, 512, "NVIDIA_L20")
-        raise ValueError(f"{name!r} is not a config file name like '{example}'")
-    (N, K), device_name, dtype, block_shape = found
-    return ConfigFileName(N, K, device_name, dtype, block_shape)
+    example = config_file_name(1024, 512, "NVIDIA_L20")
+    (N, K), device, dtype, block_shape = parse_block_fp8_name(name, ("N", "K"), example, DTYPES)
+    return Shape(N, K, block_shape), device, dtype
 
 
 # vLLM 0.33.0 reads dense files only from its package's quantization/utils/configs/
@@ -144,20 +124,10 @@ def advise(out: Diagnosis, asked: Asked) -> None:
         _say_table_shapes(out, asked.capability, asked.model)
 
 
-def _parse_file_name(name: str) -> tuple[Shape, str, str]:
-    parsed = parse_config_file_name(name)
-    return Shape(parsed.N, parsed.K, parsed.block_shape), parsed.device_name, parsed.dtype
-
-
 def _parse_shapes(rows: object, where: str, block_shape: tuple[int, int]) -> tuple[Shape, ...]:
     """A shapes file's `shapes = [[N, K], ...]`: one GEMM weight [N, K] each."""
-    pairs = int_rows(
-        rows,
-        where,
-        names=("N", "K"),
-        row_label="shape",
-        not_a_list="shapes must be a non-empty list of [N, K]",
-    )
+    not_a_list = "shapes must be a non-empty list of [N, K]"
+    pairs = int_rows(rows, where, names=("N", "K"), row_label="shape", not_a_list=not_a_list)
     return tuple(Shape(N, K, block_shape) for N, K in pairs)
 
 
@@ -174,7 +144,6 @@ DENSE = KernelFamily(
     title="W8A8 block-FP8 GEMM",
     kernel_module="tuner.kernels.dense.kernel",
     kernel_function="w8a8_block_fp8_matmul_kernel",
-    compile_modules=("tuner.kernels.dense.kernel", "tuner.kernels.dense.workload"),
     space=vllm_space,
     why_invalid=lambda config, shape: why_invalid(config, shape.block_pair("dense")),
     default_config=lambda shape, M: default_config(shape.block_pair("dense")),
@@ -183,7 +152,6 @@ DENSE = KernelFamily(
             shape.N, shape.K, device_name, shape.block_pair("dense"), engine=engine
         ),
         parse_file_name=_parse_file_name,
-        file_name_start="N=",
         respell_file_name=lambda name, engine, device_name: engine_file_name(name, engine),
         # vLLM 0.33.0: get_w8a8_block_configs (fp8_utils.py) reads the `configs` folder beside
         # it (earlier releases assumed, unchecked: "0"). SGLang: get_w8a8_block_fp8_configs
@@ -201,9 +169,6 @@ DENSE = KernelFamily(
     ),
     workload=lazy("tuner.kernels.dense.workload:DenseWorkload.make"),
     compile_for_target=lazy("tuner.kernels.dense.workload:compile_for_target"),
-    specialization=lambda shape, M: specialization_key(
-        M, shape.N, shape.K, shape.block_pair("dense")
-    ),
     vllm=VLLM_DENSE,
     shapes=FamilyShapes(
         shapes_key="shapes",
@@ -219,7 +184,7 @@ DENSE = KernelFamily(
         anchor=lambda shape: f"{shape.N}x{shape.K}",
         roofline_gemm=lambda shape, M: (M, shape.N, shape.K),
     ),
-    serving=VllmServing(label="dense", advice=advise),
+    advice=advise,
     # vLLM's and SGLang's get_w8a8_block_fp8_configs (fp8_utils.py, fp8_kernel.py); SGLang
     # puts a space inside block_shape. The device part may hold any character vLLM keeps
     # (',' and '=' too), so it ends at the last ",dtype=".

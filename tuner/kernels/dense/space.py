@@ -1,5 +1,5 @@
-"""The dense block-FP8 GEMM's config space: vLLM's tuning grid, the kernel's constraints, vLLM's
-default config, and which launches compile to one binary. Pure."""
+"""The dense block-FP8 GEMM's config space: vLLM's tuning grid, the kernel's constraints and
+vLLM's default config. Pure."""
 
 from __future__ import annotations
 
@@ -71,23 +71,3 @@ def why_invalid(
     if config.num_warps > 32 or config.num_warps & (config.num_warps - 1):
         return f"num_warps={config.num_warps} is not a power of two <= 32"
     return None
-
-
-def int_class(value: int) -> str:
-    """How Triton's launcher specializes an integer argument (JITFunction's specialization,
-    triton/runtime/jit.py): equal to 1, divisible by 16, or neither; i64 past int32."""
-    kind = "1" if value == 1 else ("d16" if value % 16 == 0 else "any")
-    return kind if -(2**31) <= value < 2**31 else kind + ":i64"
-
-
-def specialization_key(M: int, N: int, K: int, block_shape: tuple[int, int]) -> str:
-    """The part of (M, N, K, block_shape) that selects a different binary: each integer argument
-    (M, N, K, group_n, group_k and the strides, which equal K, N or ceil(K / group_k)) by
-    `int_class`; so M = 1, M % 16 == 0 and other M are three binaries of one shape.
-
-    Returns:
-        e.g. "M=1,N=d16,K=d16,gn=d16,gk=d16,kg=any" for M=1, N=5120, K=3072, [128, 128].
-    """
-    group_n, group_k = block_shape
-    values = {"M": M, "N": N, "K": K, "gn": group_n, "gk": group_k, "kg": -(-K // group_k)}
-    return ",".join(f"{name}={int_class(value)}" for name, value in values.items())

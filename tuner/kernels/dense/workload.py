@@ -16,14 +16,11 @@ from triton.compiler import CompiledKernel
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.family import VLLM_DENSE
 from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul, w8a8_block_fp8_matmul_kernel
-from tuner.kernels.dense.space import DEFAULT_BLOCK_SHAPE
 from tuner.kernels.shape import Shape
 from tuner.kernels.target import (
     DEFAULT_TORCH_DTYPE,
-    Compiled,
     captured,
     compile_call,
-    compile_launch,
 )
 
 # Largest finite float8_e4m3fn value: torch.finfo(torch.float8_e4m3fn).max.
@@ -88,11 +85,6 @@ class DenseWorkload:
         As, Bs = scales(M, kg), scales(math.ceil(N / group_n), kg)
         A, B, As, Bs = (tensor.to(device) for tensor in (A, B, As, Bs))
         return cls(A, B, As, Bs, (group_n, group_k))
-
-    @property
-    def out_shape(self) -> tuple[int, int]:
-        """[M, N] of the output C."""
-        return (self.A.shape[0], self.B.shape[0])
 
     def weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, Bs): what a launch reads that serving does not keep in L2."""
@@ -161,19 +153,3 @@ def compile_for_target(
     """
     launch = captured_launch(config, M, shape, out_dtype)
     return compile_call(w8a8_block_fp8_matmul_kernel, arch, *launch)
-
-
-def compile_dense_pair(
-    theirs: Any, config: KernelConfig, arch: int, *, M: int, N: int, K: int
-) -> tuple[Compiled, Compiled]:
-    """(builtin's, theirs) `Compiled` for one launch at M x N x K with [128, 128] blocks
-    (`captured_launch`): the builtin kernel and `theirs`, a JITFunction taking the same
-    arguments (vLLM's `_w8a8_triton_block_scaled_mm`).
-
-    Raises:
-        TypeError: `theirs` takes other arguments.
-        triton.CompilationError: either kernel does not compile.
-    """
-    launch = captured_launch(config, M, Shape(N, K, DEFAULT_BLOCK_SHAPE))
-    ours = compile_launch(w8a8_block_fp8_matmul_kernel, arch, *launch)
-    return ours, compile_launch(theirs, arch, *launch)

@@ -1,7 +1,6 @@
 """The fused-MoE W8A8 block-FP8 experts (vLLM's `fused_moe_kernel`, fp8_w8a8 block path) as a
-kernel family: vLLM's tuning grid filtered by its block-quant rule, the kernel's constraints,
-vLLM's per-M default, the file names vLLM and SGLang read, which launches compile to one binary,
-and what `tuner doctor` says of it. A shape is (N = per-rank intermediate
+kernel family: vLLM's tuning grid, the kernel's constraints, vLLM's per-M default, the file names
+vLLM and SGLang read, and what `tuner doctor` says of it. A shape is (N = per-rank intermediate
 size, K = hidden size, block_shape) with params E and top_k.
 
 Pure: the kernel, its workload and vLLM are imported when a hook is called.
@@ -21,14 +20,12 @@ from tuner.kernels.family import (
     FamilyShapes,
     KernelFamily,
     VllmLogLine,
-    VllmServing,
     block_fp8_name,
     lazy,
     parse_block_fp8_name,
 )
 from tuner.kernels.moe.space import (
     default_config,
-    specialization_key,
     vllm_space,
     why_invalid,
 )
@@ -65,53 +62,41 @@ def moe_config_file_name(
     return block_fp8_name({"E": E, "N": N}, device_name, block_shape, engine)
 
 
-def parse_moe_config_file_name(name: str) -> tuple[int, int, str, str, tuple[int, int]]:
-    """(E, N, device_name, dtype, block_shape) of an MoE block-FP8 file name (SGLang's
-    `[128, 128]` spelling too).
+def _parse_file_name(name: str) -> tuple[Shape, str, str]:
+    """(shape, device_name, dtype) of an MoE block-FP8 file name (SGLang's `[128, 128]`
+    spelling too). The name holds E and N only: the shape comes back with K = 0 and params
+    (("E", E),).
 
     Raises:
         ValueError: not such a name; a per-tensor `dtype=fp8_w8a8.json` file (no block_shape)
             is out of scope and refused too.
     """
-    found = parse_block_fp8_name(name, ("E", "N"))
-    if found is None:
-        example = moe_config_file_name(128, 384, "NVIDIA_H200")
-        raise ValueError(f"{name!r} is not a block-FP8 MoE config file name like '{example}'")
-    (E, N), device_name, dtype, block_shape = found
-    return E, N, device_name, dtype, block_shape
+    example = moe_config_file_name(128, 384, "NVIDIA_H200")
+    (E, N), device_name, dtype, block_shape = parse_block_fp8_name(name, ("E", "N"), example)
+    return Shape(N, 0, block_shape, (("E", E),)), device_name, dtype
 
 
 def _respell(name: str, engine: str, device_name: str | None = None) -> str:
     """An MoE file name as `engine` spells it; SGLang's carries `device_name` (vLLM's folds
     every H200 into NVIDIA_H200), vLLM's the device the name has."""
-    E, N, named_device, _, block_shape = parse_moe_config_file_name(name)
+    shape, named_device, _ = _parse_file_name(name)
     device = named_device if engine == "vllm" else device_name or named_device
-    return moe_config_file_name(E, N, device, block_shape, engine)
+    return moe_config_file_name(shape.param("E"), shape.N, device, shape.block_pair("moe"), engine)
 
 
 def advise(out: Diagnosis, asked: Asked) -> None:
     """Doctor's lines: the fused-MoE backend vLLM runs by default and whether it reads the
     files."""
     say = out.lines.append
+    runs = "the first of its MoE backends that supports the GPU (not verified here for this arch)"
     if asked.table_arch in MOE_TRITON_ARCHS:
         runs = "Triton (fused_moe_kernel) by default with 128x128 weights and ep_size 1"
-    else:
-        runs = (
-            "the first of its MoE backends that supports the GPU (not verified here for this "
-            "architecture)"
-        )
     say(f"fused-MoE block-FP8: vLLM runs {runs} ({TABLE})")
     if asked.table_arch in MOE_TRITON_ARCHS:
         say(f"  files read: yes, from ${MOE_ENV} or vLLM's fused_moe/configs/")
         out.helps.append(MOE.name)
     else:
         say(f"  files read: only where vLLM picks TRITON; ${MOE_ENV} names their folder")
-
-
-def _parse_file_name(name: str) -> tuple[Shape, str, str]:
-    """The name holds E and N only: the shape comes back with K = 0 and params (("E", E),)."""
-    E, N, device, dtype, block_shape = parse_moe_config_file_name(name)
-    return Shape(N, 0, block_shape, (("E", E),)), device, dtype
 
 
 def expert_shape(
@@ -170,7 +155,6 @@ MOE = KernelFamily(
     title="fused-MoE W8A8 block-FP8 experts",
     kernel_module="tuner.kernels.moe.kernel",
     kernel_function="fused_moe_fp8_block_kernel",
-    compile_modules=("tuner.kernels.moe.kernel", "tuner.kernels.moe.workload"),
     space=vllm_space,
     why_invalid=lambda config, shape: why_invalid(config, shape.block_pair("moe")),
     default_config=lambda shape, M: default_config(M, shape.block_pair("moe")),
@@ -181,7 +165,6 @@ MOE = KernelFamily(
         parse_file_name=_parse_file_name,
         # benchmark_moe.py writes it (vLLM PR #24769); get_moe_configs pops it (fused_moe.py).
         file_triton_version=True,
-        file_name_start="E=",
         file_device=moe_device_name,
         respell_file_name=_respell,
         # vLLM 0.33.0: get_moe_configs reads $VLLM_TUNED_CONFIG_FOLDER first, then the `configs`
@@ -201,9 +184,6 @@ MOE = KernelFamily(
     ),
     workload=lazy("tuner.kernels.moe.workload:MoeWorkload.make"),
     compile_for_target=lazy("tuner.kernels.moe.workload:compile_for_target"),
-    specialization=lambda shape, M: specialization_key(
-        M, shape.N, shape.K, shape.param("E"), shape.param("top_k"), shape.block_pair("moe")
-    ),
     vllm=VLLM_MOE,
     report=FamilyReport(
         short_title="MoE",
@@ -219,7 +199,7 @@ MOE = KernelFamily(
         sweep_per_shape=True,
         describe_shapes=_describe,
     ),
-    serving=VllmServing(label="fused-MoE", advice=advise),
+    advice=advise,
     # vLLM's get_moe_configs (fused_moe/fused_moe.py): any fused-MoE file name, E=..,N=..,
     # device_name=..[,dtype=..][,block_shape=..]; the tuner tunes the block-FP8 ones only.
     log_line=VllmLogLine(

@@ -1,13 +1,13 @@
-"""The fused-MoE experts' config space: vLLM's tuning grid filtered by its block-quant rule, the
-kernel's constraints, vLLM 0.33.0's per-M default, the launch rules vLLM applies at M (naive
-assignment, SWAP_AB, EM, the BLOCK_SIZE_K cap) and which launches compile to one binary. Pure."""
+"""The fused-MoE experts' config space: vLLM's tuning grid, the kernel's constraints, vLLM
+0.33.0's per-M default and the launch rules vLLM applies at M (naive assignment, SWAP_AB, the
+BLOCK_SIZE_K cap). Pure."""
 
 from __future__ import annotations
 
 from functools import partial
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.space import DEFAULT_BLOCK_SHAPE, grid, int_class
+from tuner.kernels.dense.space import DEFAULT_BLOCK_SHAPE, grid
 from tuner.kernels.dense.space import why_invalid as dense_why_invalid
 
 
@@ -50,17 +50,11 @@ VLLM_AXES: dict[str, tuple[int, ...]] = {
 }
 
 
-def fits_block_quant(config: KernelConfig, block_shape: tuple[int, int]) -> bool:
-    """benchmark_moe.py's block-quant filter since vLLM pull request 46642: BLOCK_SIZE_N is a
-    multiple or a divisor of group_n, and BLOCK_SIZE_K a multiple or a divisor of group_k."""
-    sizes = ((config.BLOCK_SIZE_N, block_shape[0]), (config.BLOCK_SIZE_K, block_shape[1]))
-    return all(size % group == 0 or group % size == 0 for size, group in sizes)
-
-
-def vllm_space(block_shape: tuple[int, int] = DEFAULT_BLOCK_SHAPE) -> list[KernelConfig]:
-    """benchmark_moe.py's grid in its order, filtered by `fits_block_quant` (all 1,920 configs
-    pass for [128, 128]; BLOCK_SIZE_K 256 runs as 128, see `effective_block_k`)."""
-    return [config for config in grid(VLLM_AXES) if fits_block_quant(config, block_shape)]
+def vllm_space() -> list[KernelConfig]:
+    """benchmark_moe.py's grid in its order: 1,920 configs (its block-quant filter, BLOCK_SIZE_N
+    and BLOCK_SIZE_K a multiple or a divisor of the 128x128 blocks, passes them all; BLOCK_SIZE_K
+    256 runs as 128, see `effective_block_k`)."""
+    return grid(VLLM_AXES)
 
 
 def effective_block_k(config: KernelConfig, block_shape: tuple[int, int]) -> int:
@@ -94,41 +88,3 @@ def uses_swap_ab(block_size_m: int, block_size_n: int, arch: int | None) -> bool
     `enable_swap_ab`): compute capability exactly 90, BLOCK_SIZE_M < 64 and BLOCK_SIZE_N >= 64;
     `arch` None where there is no GPU (the interpreter), which vLLM treats as no capability."""
     return arch == 90 and block_size_m < 64 and block_size_n >= 64
-
-
-def launch_em(
-    slots: int, E: int, block_size_m: int, rows: int, launch_top_k: int, *, naive: bool = False
-) -> int:
-    """EM as vLLM 0.33.0's invoke_fused_moe_triton_kernel passes it: the alignment's length (for
-    `slots` routed slots), cut to rows * launch_top_k * BLOCK_SIZE_M when A has fewer rows than
-    BLOCK_SIZE_M; with naive assignment rows * launch_top_k * BLOCK_SIZE_M."""
-    if naive:
-        return rows * launch_top_k * block_size_m
-    em = max_padded_slots(slots, E, block_size_m)
-    return min(em, rows * launch_top_k * block_size_m) if rows < block_size_m else em
-
-
-def specialization_key(
-    M: int, N: int, K: int, E: int, top_k: int, block_shape: tuple[int, int]
-) -> str:
-    """The part of a problem that selects a different binary of either GEMM, as a short string.
-
-    The integer arguments of the gate_up launch (N' = 2N, K' = K, top_k) and the down launch
-    (N' = K, K' = N, top_k 1) by `int_class`; EM depends on BLOCK_SIZE_M, so its class is listed
-    for every BLOCK_SIZE_M of the grid. A batch run with naive assignment
-    (`uses_naive_assignment`) is another binary: the key ends in ";naive". SWAP_AB is fixed by
-    the config and the architecture, which the compile cache keys on already.
-    """
-    group_n, group_k = block_shape
-    naive = uses_naive_assignment(M, top_k, E)
-    parts = []
-    for label, n, k, slots_k, rows in (("up", 2 * N, K, top_k, M), ("down", K, N, 1, M * top_k)):
-        kg, ng = -(-k // group_k), -(-n // group_n)
-        values = {"N": n, "K": k, "NK": n * k, "kg": kg, "sg": ng * kg, "T": M * top_k}
-        text = ",".join(f"{name}={int_class(value)}" for name, value in values.items())
-        em = "".join(
-            int_class(launch_em(M * top_k, E, bm, rows, slots_k, naive=naive))[0]
-            for bm in VLLM_AXES["BLOCK_SIZE_M"]
-        )
-        parts.append(f"{label}:{text},EM={em},topk={slots_k}")
-    return ";".join(parts + ["naive"] * naive)

@@ -24,19 +24,15 @@ from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm
 from tuner.kernels.moe.space import (
     max_padded_slots,
     uses_naive_assignment,
-    uses_swap_ab,
 )
 from tuner.kernels.shape import Shape
 from tuner.kernels.target import (
     DEFAULT_TORCH_DTYPE,
-    Capture,
-    Compiled,
     captured,
     compile_call,
-    compile_launch,
 )
 
-# Weight scales are drawn uniform in [SCALE_LOW, SCALE_HIGH); see make_moe_inputs.
+# Weight scales are drawn uniform in [SCALE_LOW, SCALE_HIGH); see MoeWorkload.make.
 SCALE_LOW = 1e-2
 SCALE_HIGH = 4e-2
 # vLLM's per_token_group_quant_fp8 divides by max(amax, eps) / 448 with this eps.
@@ -51,13 +47,7 @@ def route(logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]
 
     Returns:
         (topk_weights [M, top_k] float32, topk_ids [M, top_k] int32).
-
-    Raises:
-        ValueError: top_k out of 1..E.
     """
-    E = logits.shape[-1]
-    if not 1 <= top_k <= E:
-        raise ValueError(f"top_k must be in 1..{E}, got {top_k}")
     weights, ids = torch.topk(torch.softmax(logits.float(), dim=-1), top_k, dim=-1)
     weights = weights / weights.sum(dim=-1, keepdim=True)
     return weights.float().contiguous(), ids.to(torch.int32).contiguous()
@@ -75,15 +65,10 @@ def moe_align_block_size(
     Returns:
         sorted_token_ids [max_padded_slots] int32, expert_ids [cdiv(max_padded_slots,
         block_size)] int32 (0 past the blocks in use), num_tokens_post_padded [1] int32.
-
-    Raises:
-        ValueError: an id out of range.
     """
     device = topk_ids.device
     flat = topk_ids.reshape(-1).to(torch.int64)
     numel = flat.numel()
-    if numel and (int(flat.min()) < 0 or int(flat.max()) >= num_experts):
-        raise ValueError(f"expert ids must lie in [0, {num_experts})")
     total = max_padded_slots(numel, num_experts, block_size)
     sorted_token_ids = torch.full((total,), numel, dtype=torch.int32, device=device)
     expert_ids = torch.zeros((-(-total // block_size),), dtype=torch.int32, device=device)
@@ -118,50 +103,6 @@ def quantize_groups(values: torch.Tensor, group_k: int) -> tuple[torch.Tensor, t
     scales = grouped.abs().amax(dim=-1).clamp(min=GROUP_QUANT_EPS) / FP8_MAX
     q = (grouped / scales[..., None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
     return q.view(rows, groups * group_k)[:, :cols].contiguous(), scales.float()
-
-
-def make_moe_inputs(
-    M: int,
-    E: int,
-    N: int,
-    K: int,
-    top_k: int,
-    block_shape: tuple[int, int] = (128, 128),
-    *,
-    seed: int,
-    device: str | torch.device = "cpu",
-) -> MoeWorkload:
-    """One fused-MoE problem (`MoeWorkload`), the same on every device: drawn on the CPU from
-    one generator seeded with `seed`, in the order x, logits, w1, w2, w1_scale, w2_scale, then
-    moved.
-
-    As vLLM 0.33.0's benchmark_moe.py draws it: activations and weights standard normal (weights
-    cast to e4m3), routing from standard-normal logits [M, E] (`route`); the activations are
-    quantized per 1 x group_k once. Weight scales uniform in [1e-2, 4e-2), not the script's
-    [0, 0.01): away from zero, so that with K up to 7168 the outputs stay far inside fp16's range
-    and above its smallest normal.
-
-    Raises:
-        ValueError: top_k out of 1..E (`route`).
-    """
-    group_n, group_k = block_shape
-    generator = torch.Generator(device="cpu").manual_seed(seed)
-
-    def normal(*shape: int) -> torch.Tensor:
-        return torch.randn(*shape, generator=generator, dtype=torch.float32)
-
-    def scales(rows: int, cols: int) -> torch.Tensor:
-        unit = torch.rand(E, rows, cols, generator=generator, dtype=torch.float32)
-        return SCALE_LOW + unit * (SCALE_HIGH - SCALE_LOW)
-
-    x, logits = normal(M, K), normal(M, E)
-    w1, w2 = normal(E, 2 * N, K).to(torch.float8_e4m3fn), normal(E, K, N).to(torch.float8_e4m3fn)
-    w1_scale = scales(math.ceil(2 * N / group_n), math.ceil(K / group_k))
-    w2_scale = scales(math.ceil(K / group_n), math.ceil(N / group_k))
-    x_q, x_scale = quantize_groups(x, group_k)
-    tensors = (x_q, x_scale, w1, w1_scale, w2, w2_scale, *route(logits, top_k))
-    x_q, x_scale, w1, w1_scale, w2, w2_scale, weights, ids = (t.to(device) for t in tensors)
-    return MoeWorkload(x_q, x_scale, w1, w1_scale, w2, w2_scale, weights, ids, block_shape)
 
 
 def reference_moe_gemm(
@@ -249,7 +190,7 @@ def vllm_moe_gemm(
 @dataclass
 class MoeWorkload:
     """The expert MLP of one MoE layer: M tokens, E experts of intermediate size N, hidden size
-    K (`make_moe_inputs` draws it).
+    K (`make` draws it).
 
     Timed, against vLLM 0.33.0's benchmark_moe.py (which times `fused_topk` + `fused_experts`):
     both GEMMs with one config, the SiLU-and-mul, the re-quantization and the sum over top_k.
@@ -286,20 +227,40 @@ class MoeWorkload:
 
     @classmethod
     def make(cls, shape: Shape, M: int, *, seed: int, device: str) -> MoeWorkload:
-        """Draw the problem of (shape, M): N the per-rank intermediate size, K the hidden size,
-        params E and top_k.
+        """The problem of (shape, M) (N the per-rank intermediate size, K the hidden size, params
+        E and top_k), the same on every device: drawn on the CPU from one generator seeded with
+        `seed`, in the order x, logits, w1, w2, w1_scale, w2_scale, then moved.
+
+        As vLLM 0.33.0's benchmark_moe.py draws it: activations and weights standard normal
+        (weights cast to e4m3), routing from standard-normal logits [M, E] (`route`); the
+        activations are quantized per 1 x group_k once. Weight scales uniform in [1e-2, 4e-2),
+        not the script's [0, 0.01): away from zero, so that with K up to 7168 the outputs stay
+        far inside fp16's range and above its smallest normal.
 
         Raises:
             KeyError: shape.params lack E or top_k.
             ValueError: the shape has no block shape (`Shape.block_pair`).
         """
         E, top_k, block_shape = shape.param("E"), shape.param("top_k"), shape.block_pair("moe")
-        return make_moe_inputs(M, E, shape.N, shape.K, top_k, block_shape, seed=seed, device=device)
+        (N, K), (group_n, group_k) = (shape.N, shape.K), block_shape
+        generator = torch.Generator(device="cpu").manual_seed(seed)
 
-    @property
-    def out_shape(self) -> tuple[int, ...]:
-        """[M, K] of the layer's output."""
-        return tuple(self.x.shape)
+        def normal(*sizes: int) -> torch.Tensor:
+            return torch.randn(*sizes, generator=generator, dtype=torch.float32)
+
+        def scales(rows: int, cols: int) -> torch.Tensor:
+            unit = torch.rand(E, rows, cols, generator=generator, dtype=torch.float32)
+            return SCALE_LOW + unit * (SCALE_HIGH - SCALE_LOW)
+
+        x, logits = normal(M, K), normal(M, E)
+        fp8 = torch.float8_e4m3fn
+        w1, w2 = normal(E, 2 * N, K).to(fp8), normal(E, K, N).to(fp8)
+        w1_scale = scales(math.ceil(2 * N / group_n), math.ceil(K / group_k))
+        w2_scale = scales(math.ceil(K / group_n), math.ceil(N / group_k))
+        x_q, x_scale = quantize_groups(x, group_k)
+        tensors = (x_q, x_scale, w1, w1_scale, w2, w2_scale, *route(logits, top_k))
+        x_q, x_scale, w1, w1_scale, w2, w2_scale, weights, ids = (t.to(device) for t in tensors)
+        return cls(x_q, x_scale, w1, w1_scale, w2, w2_scale, weights, ids, block_shape)
 
     def weights(self) -> tuple[torch.Tensor, ...]:
         """(w1, w1_scale, w2, w2_scale): what a launch reads that serving does not keep in L2."""
@@ -354,15 +315,13 @@ class MoeWorkload:
         w2 [E, K, N], w2_scale), one copy of `weights()`.
 
         Raises:
-            ValueError: bad config, dtype or shapes (`invoke_moe_gemm`'s checks).
+            ValueError: a config the kernel cannot run (`invoke_moe_gemm`'s check).
         """
         w1, w1_scale, w2, w2_scale = weights
         (M, top_k), group_k = self.topk_ids.shape, self.block_shape[1]
         K, N = self.x.shape[1], w2.shape[2]
         if out is None:
             out = torch.empty(M, K, dtype=out_dtype, device=self.x.device)
-        elif tuple(out.shape) != (M, K) or out.dtype != out_dtype or not out.is_contiguous():
-            raise ValueError(f"out must be a contiguous [{M}, {K}] {out_dtype} tensor")
         routing = (self.topk_weights, *self.alignment(config.BLOCK_SIZE_M))
         launch = {"config": config.as_dict(), "block_shape": self.block_shape}
         gate_up = out.new_empty(M * top_k, 2 * N)
@@ -432,33 +391,3 @@ def compile_for_target(
     ]
     compiled = [compile_call(fused_moe_fp8_block_kernel, arch, *launch) for launch in launches]
     return compiled[0]
-
-
-def compile_moe_pairs(
-    config: KernelConfig, arch: int, *, shape: Shape, M: int
-) -> list[tuple[Compiled, Compiled]]:
-    """[(builtin's, vLLM's)] `Compiled` for both GEMMs (`meta_gemms`): each kernel with the
-    arguments its own host code passes (vLLM's: `dispatch_fused_moe_kernel` of
-    `tuner.kernels.moe.family.VLLM_MOE`'s module) on a GPU of `arch`. vLLM sets SWAP_AB from
-    the GPU it sees (none here); it is set from `arch` (`uses_swap_ab`).
-
-    Raises:
-        ImportError, AttributeError: no such vLLM module or kernel.
-        triton.CompilationError: either kernel does not compile.
-    """
-    vllm, kernel = importlib.import_module(VLLM_MOE.module), VLLM_MOE.kernel()
-    pairs = []
-    for args, launch in meta_gemms(config, shape, M):
-        ours, theirs = captured(invoke_moe_gemm, *args, **launch, arch=arch), Capture()
-        setattr(vllm, VLLM_MOE.function, theirs)
-        try:
-            vllm_moe_gemm(*args, **launch, module=VLLM_MOE.module)
-        finally:
-            setattr(vllm, VLLM_MOE.function, kernel)
-        their_args, kwargs = theirs.calls[0]
-        if "SWAP_AB" in kwargs:
-            swap = uses_swap_ab(kwargs["BLOCK_SIZE_M"], kwargs["BLOCK_SIZE_N"], arch)
-            kwargs = dict(kwargs, SWAP_AB=swap)
-        ours_compiled = compile_launch(fused_moe_fp8_block_kernel, arch, *ours)
-        pairs.append((ours_compiled, compile_launch(kernel, arch, their_args, kwargs)))
-    return pairs

@@ -33,7 +33,7 @@ def test_file_names_are_vllms_with_the_h200_rule_and_sglangs_without() -> None:
     assert gh200.startswith("E=8,N=64,device_name=NVIDIA_GH200_480GB,")
     parsed = MOE.files.parse_file_name(name.format("NVIDIA_H200", ", ").replace("128,N", "256,N"))
     assert parsed == (Shape(384, 0, (128, 128), (("E", 256),)), "NVIDIA_H200", "fp8_w8a8")
-    with pytest.raises(ValueError, match="not a block-FP8 MoE config file name"):
+    with pytest.raises(ValueError, match="not a config file name like .E=128,N=384"):
         MOE.files.parse_file_name("E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8.json")
 
 
@@ -64,16 +64,7 @@ def test_the_space_is_benchmark_moes_grid_in_its_order() -> None:
     assert space[1] == KernelConfig(16, 32, 64, 1, 4, 3)  # num_stages innermost
     assert space[-1] == KernelConfig(256, 256, 256, 64, 8, 5)
     assert all(MOE.why_invalid(config, QWEN3_TP2) is None for config in space)
-    assert len(vllm_space((96, 128))) == 5 * 1 * 3 * 4 * 2 * 4  # only N-tile 32 fits 96
-    assert vllm_space((96, 96)) == []
     assert MOE.why_invalid(KernelConfig(16, 64, 32, 1, 4, 2), Shape(64, 64, (128, 96))) is None
     assert MOE.why_invalid(KernelConfig(16, 64, 64, 1, 4, 2), Shape(64, 64, (128, 96))) == (
         "BLOCK_SIZE_K=64 (as launched) does not divide group_k=96"
     )
-
-
-def test_the_specialization_separates_what_compiles_differently() -> None:
-    key = MOE.specialization(QWEN3_TP2, 1)
-    assert key.startswith("up:N=d16,K=d16,NK=d16,kg=d16,sg=d16,T=any,EM=ddddd,topk=8;down:")
-    assert MOE.specialization(QWEN3_TP2, 1) != MOE.specialization(QWEN3_TP2, 2)
-    assert MOE.specialization(QWEN3_TP2, 32) == MOE.specialization(QWEN3_TP2, 48)

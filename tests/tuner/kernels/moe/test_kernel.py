@@ -10,11 +10,11 @@ import torch
 
 from tuner.kernels.accuracy import relative_error
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.moe.family import expert_shape
 from tuner.kernels.moe.kernel import invoke_moe_gemm
 from tuner.kernels.moe.space import default_config, max_padded_slots
 from tuner.kernels.moe.workload import (
     MoeWorkload,
-    make_moe_inputs,
     moe_align_block_size,
     reference_moe_gemm,
     route,
@@ -58,7 +58,7 @@ def test_the_gate_up_gemm_writes_every_slot_and_matches_float64(
     M, E, top_k, config, out_dtype, arch
 ) -> None:
     N, K = 96, 320  # 2N = 192 and K are not multiples of 128: partial scale blocks
-    inputs = make_moe_inputs(M, E, N, K, top_k, BLOCK, seed=M)
+    inputs = MoeWorkload.make(expert_shape(E, N, K, top_k, BLOCK), M, seed=M, device="cpu")
     alignment = moe_align_block_size(inputs.topk_ids, config.BLOCK_SIZE_M, E)
     out = _nan(M * top_k, 2 * N, dtype=out_dtype)
     out = _gemm(inputs, out, alignment, config, top_k=top_k, arch=arch)
@@ -77,7 +77,7 @@ def test_the_gate_up_gemm_writes_every_slot_and_matches_float64(
 
 def test_the_down_gemm_multiplies_each_slot_by_its_routing_weight() -> None:
     M, E, N, K, top_k = 5, 6, 128, 64, 2
-    inputs = make_moe_inputs(M, E, N, K, top_k, BLOCK, seed=3)
+    inputs = MoeWorkload.make(expert_shape(E, N, K, top_k, BLOCK), M, seed=3, device="cpu")
     # The down GEMM reads one row per slot (top_k = 1): feed it the gate_up output's shape.
     a = inputs.x.repeat_interleave(top_k, 0)[:, :K].contiguous()
     a_scale = inputs.x_scale.repeat_interleave(top_k, 0).contiguous()
@@ -98,9 +98,9 @@ def test_the_down_gemm_multiplies_each_slot_by_its_routing_weight() -> None:
 def test_the_expert_mlp_matches_float64_with_the_default_config(M, top_k, out_dtype) -> None:
     shape = Shape(128, 256, BLOCK, (("E", 8), ("top_k", top_k)))
     workload = MoeWorkload.make(shape, M, seed=1, device="cpu")
-    out = _nan(*workload.out_shape, dtype=out_dtype)
+    out = _nan(M, 256, dtype=out_dtype)
     workload.launch(default_config(M), workload.weights(), out=out, out_dtype=out_dtype)
-    assert workload.out_shape == (M, 256) and int(torch.isnan(out).sum()) == 0
+    assert int(torch.isnan(out).sum()) == 0
     # bf16: Triton's interpreter rounds the stored bf16 toward zero (the reference mirrors it
     # for the gate_up output; the down output's truncation is the 0.4%). Unrounded, the
     # reference would miss bf16 by about 2%: this bound is why it rounds the intermediates.
@@ -108,20 +108,13 @@ def test_the_expert_mlp_matches_float64_with_the_default_config(M, top_k, out_dt
     assert relative_error(out, workload.reference(out_dtype)) < bound
 
 
-def test_the_wrapper_rejects_bad_input_in_one_line() -> None:
-    inputs = make_moe_inputs(2, 4, 64, 128, 2, BLOCK, seed=0)
+def test_the_wrapper_rejects_a_config_the_kernel_cannot_run() -> None:
+    inputs = MoeWorkload.make(expert_shape(4, 64, 128, 2, BLOCK), 2, seed=0, device="cpu")
     alignment = moe_align_block_size(inputs.topk_ids, 16, 4)
     out = torch.empty(4, 128, dtype=BF16)
     odd = {**KernelConfig(24, 64, 128, 1, 4, 2).as_dict(), "SPLIT_K": 1}
     with pytest.raises(ValueError, match="BLOCK_SIZE_M=24 is not a power of two"):
         _gemm(inputs, out, alignment, odd, top_k=2)
-    with pytest.raises(ValueError, match=r"B_scale must be \[4, 1, 1\]"):
-        _gemm(inputs, out, alignment, top_k=2, B_scale=inputs.w1_scale[:, :, :0])
-    with pytest.raises(ValueError, match="topk_weights must hold 4"):
-        _gemm(inputs, out, alignment, top_k=2, mul_routed_weight=True)
-    naive = (None, torch.zeros(3, dtype=torch.int32), torch.tensor([64], dtype=torch.int32))
-    with pytest.raises(ValueError, match="expert_ids must hold the expert of each of the 4"):
-        _gemm(inputs, out, naive, top_k=2)
 
 
 def test_small_batches_take_vllms_naive_assignment_and_match_float64() -> None:
@@ -155,12 +148,10 @@ def test_slots_are_grouped_by_expert_and_padded_to_the_block() -> None:
     assert padded.tolist() == [12] and padded.dtype == torch.int32
 
 
-def test_fewer_slots_than_experts_allocate_one_block_per_slot_and_bad_ids_are_refused() -> None:
+def test_fewer_slots_than_experts_allocate_one_block_per_slot() -> None:
     sorted_ids, expert_ids, padded = moe_align_block_size(torch.tensor([[5]]), 16, 128)
     assert sorted_ids.tolist() == [0] + [1] * 15
     assert expert_ids.tolist() == [5] and padded.tolist() == [16]
-    with pytest.raises(ValueError, match=r"expert ids must lie in \[0, 4\)"):
-        moe_align_block_size(torch.tensor([[4]]), 16, 4)
 
 
 def test_routing_takes_the_top_k_softmax_weights_renormalized() -> None:
@@ -169,5 +160,3 @@ def test_routing_takes_the_top_k_softmax_weights_renormalized() -> None:
     assert ids.tolist() == [[1, 2]] and ids.dtype == torch.int32
     e = torch.tensor([2.0, 1.0]).exp()
     assert torch.allclose(weights, (e / e.sum()).unsqueeze(0))
-    with pytest.raises(ValueError, match="top_k must be in 1..4"):
-        route(logits, 5)
