@@ -150,7 +150,12 @@ class MergeQuery(BaseModel):
         set); 409 when the winners cannot be merged (e.g. two output dtypes)."""
         scope = self.model_dump(include={"out_dtype", "allow_stale", "engine"})
         try:
-            partial = settings.allow_partial if self.partial is None else self.partial
-            return device_files(session, device_name, allow_partial=partial, **scope)
+            return device_files(
+                session, device_name, allow_partial=self.allows_partial(settings), **scope
+            )
         except MergeError as exc:
             raise HTTPException(409, detail=str(exc)) from None
+
+    def allows_partial(self, settings: Settings) -> bool:
+        """`partial`, or the service's TUNER_ALLOW_PARTIAL when not given."""
+        return settings.allow_partial if self.partial is None else self.partial
