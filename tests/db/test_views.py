@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from bench.store_trials import device_trials
 from db import repo
 from db.connection import open_store, session_scope
 from db.views import matching_environments
@@ -300,8 +301,8 @@ def test_warm_starts_related_trials_and_device_trials(engine: Engine) -> None:
         first = min(t.created_at for t in repo.task_trials(session, task_id=tasks[(256, 512, 16)]))
         before = repo.related_trials(session, **WARM, **nkm, finished_before=first)
         assert repo.related_trials(session, **other_block, **nkm) == []
-        device = repo.device_trials(session, device_name=L20)
-        assert repo.device_trials(session, device_name=L20, out_dtype="float16") == []
+        device = device_trials(session, device_name=L20)
+        assert device_trials(session, device_name=L20, out_dtype="float16") == []
     # (256, 512, 16) is still running: its 102 us trial is not a warm start yet.
     got = [(w.N, w.K, w.M, w.config, w.latency_us) for w in warm]
     assert got == [(256, 512, 1, C1, 12.0), (512, 256, 1, C1, 18.0), (512, 256, 16, C1, 108.0)]
