@@ -154,8 +154,7 @@ class MergeQuery(BaseModel):
                 session, device_name, allow_partial=self.allows_partial(settings), **scope
             )
         except MergeError as exc:
-            hint = "" if self.out_dtype else "; pick one with ?out_dtype=bfloat16 or float16"
-            raise HTTPException(409, detail=f"{exc}{hint}") from None
+            raise HTTPException(409, detail=str(exc)) from None
 
     def allows_partial(self, settings: Settings) -> bool:
         """`partial`, or the service's TUNER_ALLOW_PARTIAL when not given."""

@@ -1,6 +1,6 @@
 """Prometheus metrics of one app: downloads counted in-process, store totals read per scrape.
-Each app has its own `CollectorRegistry` (nothing global at import, so two apps in one process,
-as in tests, do not share counters)."""
+Each app has its own `CollectorRegistry` (api.app: nothing global at import, so two apps in one
+process, as in tests, do not share counters)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api.deps import StoreHandle
 from db import repo
 
-# The download routes, by path template, and the `route` label their answers are counted under.
-DOWNLOAD_ROUTES = {
-    "/devices/{device_name}/configs/{file_name}": "configs/file",
-    "/devices/{device_name}/configs.zip": "configs.zip",
-    "/devices/{device_name}/preview/configs/{file_name}": "preview/configs/file",
-    "/devices/{device_name}/preview/configs.zip": "preview/configs.zip",
-}
+DEVICE = "/devices/{device_name}/"
+
+
+def download_label(path: str) -> str | None:
+    """The `route` label of a download route's answers, from its path template
+    (`/devices/{device_name}/configs/{file_name}`: `configs/file`); None for any other route."""
+    if not path.startswith(DEVICE) or not path.endswith((".zip", "/{file_name}")):
+        return None
+    return path.removeprefix(DEVICE).replace("{file_name}", "file")
 
 
 class StoreCollector:
@@ -53,27 +55,19 @@ class StoreCollector:
         )
 
 
-class Metrics:
-    """The app's registry: a download counter and the store collector."""
+class CountDownloads:
+    """ASGI middleware that counts every answer of a download route (`download_label`) by its
+    status, the error handlers' 404, 422 and 503 too; an exception that escapes the app is
+    counted as the 500 that Starlette then sends."""
 
-    def __init__(self, store: StoreHandle) -> None:
-        self.registry = CollectorRegistry()
+    def __init__(self, app: ASGIApp, *, registry: CollectorRegistry) -> None:
+        self.app = app
         self.downloads = Counter(
             "tuner_downloads",
             "Config downloads served, by route and HTTP status",
             labelnames=["route", "status"],
-            registry=self.registry,
+            registry=registry,
         )
-        self.registry.register(StoreCollector(store))
-
-
-class CountDownloads:
-    """ASGI middleware that counts every answer of a download route (`DOWNLOAD_ROUTES`) by its
-    status, the error handlers' 404, 422 and 503 too; an exception that escapes the app is
-    counted as the 500 that Starlette then sends."""
-
-    def __init__(self, app: ASGIApp, *, metrics: Metrics) -> None:
-        self.app, self.metrics = app, metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass one ASGI connection on, noting the status it answers with."""
@@ -88,6 +82,6 @@ class CountDownloads:
         try:
             await self.app(scope, receive, noting_send)
         finally:  # the router records the route it matched in the scope (FastAPI's APIRoute)
-            label = DOWNLOAD_ROUTES.get(getattr(scope.get("route"), "path", None) or "")
+            label = download_label(getattr(scope.get("route"), "path", None) or "")
             if label is not None:
-                self.metrics.downloads.labels(route=label, status=str(status)).inc()
+                self.downloads.labels(route=label, status=str(status)).inc()

@@ -281,6 +281,7 @@ def render_report(
     cpu = device_name == "TRITON_INTERPRETER"
     bytes_dtype = out_dtype if out_dtype in OUT_BYTES else "bfloat16"  # both are 2 bytes
     facts = backend_lines(compute_capability)
+    advice = [*device_advice(device_name, [compute_capability or ""]).lines(), facts[0]]
     return PAGES.get_template("report.html").render(
         device=device_name,
         version=tuner.__version__,
@@ -290,8 +291,8 @@ def render_report(
         scope=scope,
         shapes=[_shape(s, bytes_dtype, cpu) for s in shapes],
         imports=imports,
-        advice=[*device_advice(device_name, [compute_capability or ""]).lines(), facts[0]],
-        facts=[line[2:] for line in facts[1:]],
+        advice=advice,
+        facts=[line[2:] for line in facts[1:] if line[2:] not in advice],  # the read rule once
         run=comparison,
         comparisons=_comparison_tables(comparison) if comparison else [],
         env_columns=ENV_COLUMNS.split(),

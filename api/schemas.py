@@ -88,7 +88,7 @@ ImportedFile = model_of(
     note=(str | None, None),
 )
 # A sweep's parameters and progress (tasks by state, trials stored), as the store reads them.
-SweepStatus = model_of("SweepStatus", repo.SweepSummary, drop=("sweep_key",))
+SweepStatus = model_of("SweepStatus", repo.SweepInfo, drop=("sweep_key",))
 
 
 class Device(BaseModel):

@@ -124,7 +124,7 @@ def picks(url: str, landscape: Landscape) -> tuple[Picked, Picked, Picked, dict]
                 out_dtype=landscape.out_dtype,
                 family=DEFAULT_FAMILY,
             )
-            info = repo.get_sweep(session, sweep_id=1)
+            (info,) = repo.list_sweeps(session, sweep_id=1)
     finally:
         engine.dispose()
     fastest = {(r.N, r.K, r.M): KernelConfig.from_dict(r.config) for r in fastest_rows}
@@ -169,14 +169,14 @@ def sweep_cost(url: str, device_name: str) -> dict[str, int]:
         distinct_compiles: distinct (config, `specialization_key`) over the trials other than
         `invalid` (a static constraint: never compiled).
     """
-    from db import repo
+    from bench.store_trials import device_trials
     from db.connection import open_store, session_scope
     from tuner.search.base import PRUNED
 
     engine = open_store(url)
     try:
         with session_scope(engine) as session:
-            rows = repo.device_trials(session, device_name=device_name)
+            rows = device_trials(session, device_name=device_name)
     finally:
         engine.dispose()
     pruned = {str(status) for status in PRUNED}

@@ -19,8 +19,8 @@ import typer
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.landscape_file import landscape_from_results, landscape_json  # noqa: E402
-from db import repo  # noqa: E402
-from db.repo import DeviceTrialRow, session_scope  # noqa: E402
+from bench.store_trials import DeviceTrialRow, device_trials  # noqa: E402
+from db.repo import session_scope  # noqa: E402
 from tuner.cli.errors import fail  # noqa: E402
 from tuner.cli.options import DbOpt, DeviceOpt  # noqa: E402
 from tuner.cli.output import plain  # noqa: E402
@@ -77,8 +77,8 @@ def build_landscape(
     recorded_at: str,
     complete_only: bool = False,
 ) -> tuple[Landscape, list[str]]:
-    """One landscape from a device's trials (`repo.device_trials`, by trial_id), and notes on
-    what was left out. A landscape has one environment, block_shape and out_dtype: those of the
+    """One landscape from a device's trials (`store_trials.device_trials`, by trial_id), and notes
+    on what was left out. A landscape has one environment, block_shape and out_dtype: those of the
     most trials (ties: the newest environment); a config tried again for the same (N, K, M)
     keeps its latest trial. complete_only keeps only the (N, K, M) with a trial of every config:
     all of vLLM's 1,280 for space "vllm", else as many as the fullest (N, K, M) has (a grid
@@ -140,7 +140,7 @@ def landscape_record(
     _, store = open_db(db, must_exist=True)
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
-        rows = repo.device_trials(
+        rows = device_trials(
             session, device_name=device_name, out_dtype=out_dtype.value if out_dtype else None
         )
     try:

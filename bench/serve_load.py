@@ -229,7 +229,7 @@ def main() -> None:
             from db.connection import open_store, session_scope
 
             with session_scope(open_store(url)) as session:
-                device_name = repo.list_device_names(session)[0]
+                device_name = repo.known_device_names(session, swept=True)[0]
         static_dir = Path(folder) / "static"
         static_dir.mkdir()
         results: list[dict] = []

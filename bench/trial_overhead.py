@@ -112,7 +112,7 @@ def with_store(url: str, landscape: Path) -> dict:
     event.remove(Engine, "commit", count)
     engine = connect(url)
     with session_scope(engine) as session:
-        progress = repo.sweep_progress(session, sweep_id=1)
+        (progress,) = repo.list_sweeps(session, sweep_id=1)
     engine.dispose()
     return {
         "cpu_s": cpu_s,

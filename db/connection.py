@@ -79,21 +79,17 @@ def normalized_url(url: str) -> str:
     return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
 
 
-def _pragmas(dbapi_connection: Any, read_only: bool) -> None:
-    """busy_timeout first, so that switching to WAL waits for other writers. A read-only
-    connection switches nothing. Switching a file to WAL needs an exclusive lock, and SQLite
-    answers "database is locked" at once, without its busy handler, while another connection
-    holds one (two processes opening a new store together): retry for up to the busy timeout
-    (an in-memory database stays in "memory" mode; that answer is final too). No fsync per
-    commit (synchronous=NORMAL, only at checkpoints): a worker commits once per trial, and an
-    fsync cost it 1-2 ms of GPU time. In WAL mode this stays consistent and loses nothing when
-    a process is killed; a power loss may roll back the last commits, which a resumed sweep
-    measures again (https://www.sqlite.org/pragma.html#pragma_synchronous)."""
+def _pragmas(dbapi_connection: Any) -> None:
+    """busy_timeout first, so that switching to WAL waits for other writers. Switching a file
+    to WAL needs an exclusive lock, and SQLite answers "database is locked" at once, without
+    its busy handler, while another connection holds one (two processes opening a new store
+    together): retry for up to the busy timeout (an in-memory database stays in "memory" mode;
+    that answer is final too). No fsync per commit (synchronous=NORMAL, only at checkpoints): a
+    worker commits once per trial, and an fsync cost it 1-2 ms of GPU time. In WAL mode this
+    stays consistent and loses nothing when a process is killed; a power loss may roll back the
+    last commits, which a resumed sweep measures again (https://www.sqlite.org/pragma.html#pragma_synchronous)."""
     execute = dbapi_connection.execute
     execute("PRAGMA busy_timeout=30000")
-    if read_only:
-        execute("PRAGMA query_only=ON")
-        return
     deadline = time.monotonic() + 30.0
     while True:
         try:
@@ -105,13 +101,6 @@ def _pragmas(dbapi_connection: Any, read_only: bool) -> None:
             time.sleep(0.05)
     execute("PRAGMA synchronous=NORMAL")
     execute("PRAGMA foreign_keys=ON")
-
-
-def _is_read_only(parsed: URL) -> bool:
-    query = parsed.query
-    return parsed.get_backend_name() == "sqlite" and (
-        query.get("mode") == "ro" or query.get("immutable") == "1"
-    )
 
 
 def connect(url: str, *, pool_size: int | None = None, pool_timeout: float | None = None) -> Engine:
@@ -137,8 +126,7 @@ def connect(url: str, *, pool_size: int | None = None, pool_timeout: float | Non
     if file is not None:
         file.parent.mkdir(parents=True, exist_ok=True)
     if is_sqlite:
-        read_only = _is_read_only(parsed)
-        event.listen(store, "connect", lambda dbapi, _record: _pragmas(dbapi, read_only))
+        event.listen(store, "connect", lambda dbapi, _record: _pragmas(dbapi))
     return store
 
 
@@ -196,8 +184,6 @@ def _check_schema(store: Engine) -> None:
         )
     if has_tables:
         return
-    if _is_read_only(store.url):
-        raise SchemaError(f"store {name} is empty and read-only: nothing to read")
     try:
         upgrade(store)
     except DBAPIError:
@@ -213,12 +199,11 @@ def open_store(
     url: str | None = None, *, pool_size: int | None = None, pool_timeout: float | None = None
 ) -> Engine:
     """Open a store (`url` None: `default_db_url()`; the pool as `connect`'s), creating its
-    schema when the database is empty. A read-only SQLite URL (`mode=ro`, `immutable=1`) is only
-    checked, never migrated or created.
+    schema when the database is empty.
 
     Raises:
         SchemaError: the database has tables but is not at the head revision (older, newer,
-            or never stamped), or is empty and read-only. The store is left unchanged.
+            or never stamped). The store is left unchanged.
     """
     url = default_db_url() if url is None else url
     store = connect(url, pool_size=pool_size, pool_timeout=pool_timeout)

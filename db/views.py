@@ -26,7 +26,6 @@ from sqlalchemy import Row, Select, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from db.models import (
-    ENVIRONMENT_KEY,
     Decision,
     Device,
     Environment,
@@ -42,7 +41,6 @@ from db.models import (
     config_of,
     take,
 )
-from db.work import SweepInfo, sweep_params
 from tuner.core import CONFIG_KEYS, TrialStatus, minor_of
 
 OK = TrialStatus.OK.value
@@ -393,71 +391,12 @@ def shape_coverage(
     ]
 
 
-@dataclass(frozen=True)
-class SweepProgress:
-    """Task counts by state and trial counts of one sweep."""
-
-    tasks_total: int
-    tasks_pending: int
-    tasks_running: int
-    tasks_done: int
-    tasks_failed: int
-    trials_total: int
-    trials_ok: int
-
-
-@dataclass(frozen=True)
-class SweepSummary(SweepProgress, SweepInfo):
-    """One sweep with its task counts by state and trial counts."""
-
-
-def _count(*where: Any, trials: bool = False) -> Any:
-    """The count of the outer query's sweep's tasks (or their trials) where `where` holds."""
-    rows = select(func.count()).select_from(Trial).join(Task) if trials else select(func.count())
-    return rows.where(Task.sweep_id == Sweep.sweep_id, *where).scalar_subquery()
-
-
-def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepSummary]:
-    """Every sweep (or only `sweep_id`) with task counts by state and trial counts, by id."""
-    counts = {f"tasks_{state}": _count(Task.state == state) for state in TaskState}
-    counts["trials_ok"] = _count(Trial.status == OK, trials=True)
-    counts["trials_total"] = _count(trials=True)
-    query = select(Sweep, Device.device_name, *counts.values()).join(Device)
-    if sweep_id is not None:
-        query = query.where(Sweep.sweep_id == sweep_id)
-    summaries = []
-    for sweep, name, *values in session.execute(query.order_by(Sweep.sweep_id)):
-        got = dict(zip(counts, values, strict=True))
-        total = sum(got[f"tasks_{state}"] for state in TaskState)
-        summaries.append(
-            take(SweepSummary, sweep, **sweep_params(sweep, name), **got, tasks_total=total)
-        )
-    return summaries
-
-
-def sweep_progress(session: Session, *, sweep_id: int) -> SweepSummary:
-    """Count the tasks and trials of a sweep.
-
-    Raises:
-        LookupError: there is no sweep with that id.
-    """
-    found = list_sweeps(session, sweep_id=sweep_id)
-    if not found:
-        raise LookupError(f"no sweep with sweep_id {sweep_id}")
-    return found[0]
-
-
 def sweep_tasks(session: Session, *, sweep_id: int) -> list[Row[Any]]:
     """The tasks of one sweep, sorted by (N, K, M): rows of task_id, N, K, M, state, attempts,
     worker_id, error, trial counts `trials_ok` and `trials_total`, and the fastest ok trial's
     and the fastest ok default-config trial's latency (`best_latency_us`, `default_latency_us`,
-    microseconds; None without one).
-
-    Raises:
-        LookupError: there is no sweep with that id.
+    microseconds; None without one); empty for no such sweep.
     """
-    if session.get(Sweep, sweep_id) is None:
-        raise LookupError(f"no sweep with sweep_id {sweep_id}")
     ok, fastest = Trial.status == OK, func.min(Trial.latency_us)
     query = select(Task.task_id, Task.N, Task.K, Task.M, Task.state, Task.attempts)
     query = query.add_columns(Task.worker_id, Task.error).add_columns(
@@ -504,52 +443,6 @@ def device_environments(session: Session, *, device_name: str) -> list[Environme
 
 
 @dataclass(frozen=True)
-class DeviceTrialRow:
-    """One stored trial of a device with its problem, sweep and environment (ENVIRONMENT_KEY;
-    rows of one environment share one dict). `block_shape` None: per-tensor."""
-
-    trial_id: int
-    N: int
-    K: int
-    M: int
-    block_shape: tuple[int, int] | None
-    out_dtype: str
-    space: str
-    config: dict[str, int]
-    status: TrialStatus
-    latency_us: float | None
-    p20_us: float | None
-    p80_us: float | None
-    environment_id: int
-    environment: dict[str, str]
-
-
-def device_trials(
-    session: Session, *, device_name: str, out_dtype: str | None = None
-) -> list[DeviceTrialRow]:
-    """Every trial of a device over its sweeps (of `out_dtype` unless None) by trial_id, e.g.
-    to record a landscape file."""
-    columns = [*Trial.__table__.c, Task.N, Task.K, Task.M, Sweep.space, Sweep.out_dtype]
-    columns += [Sweep.block_n, Sweep.block_k, *(getattr(Environment, k) for k in ENVIRONMENT_KEY)]
-    query = _on_device(select(*columns).join_from(Trial, Task), device_name, out_dtype)
-    query = query.join(Environment, Trial.environment_id == Environment.environment_id)
-    environments: dict[int, dict[str, str]] = {}  # one dict per environment
-    return [
-        take(
-            DeviceTrialRow,
-            row,
-            block_shape=block_shape_of(row["block_n"], row["block_k"]),
-            config=config_of(row),
-            status=TrialStatus(row["status"]),
-            environment=environments.setdefault(
-                row["environment_id"], {k: row[k] for k in ENVIRONMENT_KEY}
-            ),
-        )
-        for row in session.execute(query.order_by(Trial.trial_id)).mappings()
-    ]
-
-
-@dataclass(frozen=True)
 class TrialTimeRow:
     """Mean measuring seconds (`mean_s`, check and timing, compile excluded) of the `trials` of
     a device with a recorded `measure_s` at one (N, K, M) of one kernel family."""
@@ -574,33 +467,14 @@ def trial_times(session: Session, *, device_name: str) -> list[TrialTimeRow]:
     return [TrialTimeRow(f, n, k, m, count, float(mean)) for f, n, k, m, count, mean in rows]
 
 
-def stored_trials(session: Session, *, sweep_key: str) -> int:
-    """Trials already stored for the sweep with this key (0 when there is none)."""
-    query = select(func.count()).select_from(Trial).join(Task).join(Sweep)
-    return int(session.scalar(query.where(Sweep.sweep_key == sweep_key)) or 0)
-
-
-def _device_names(session: Session, *tables: Any) -> list[str]:
-    """The sorted device_name keys with a row in any of `tables` (each with a device_id)."""
+def known_device_names(session: Session, *, swept: bool = False) -> list[str]:
+    """The device_name keys the store knows a device by: those with a sweep, an import or a
+    release (what a `--device` argument or a URL's device is matched against), or (`swept`) only
+    those with a sweep; sorted."""
+    tables = (Sweep,) if swept else (Sweep, ImportedFile, Release)
     has_row = (select(t).where(t.device_id == Device.device_id).exists() for t in tables)
     query = select(Device.device_name).where(or_(*has_row)).order_by(Device.device_name)
     return list(session.scalars(query))
-
-
-def list_device_names(session: Session) -> list[str]:
-    """The device_name keys that have a sweep, sorted."""
-    return _device_names(session, Sweep)
-
-
-def known_device_names(session: Session) -> list[str]:
-    """The device_name keys the store knows a device by: those with a sweep, an import or a
-    release (what a `--device` argument or a URL's device is matched against), sorted."""
-    return _device_names(session, Sweep, ImportedFile, Release)
-
-
-def list_release_device_names(session: Session) -> list[str]:
-    """The device_name keys that have a release, sorted."""
-    return _device_names(session, Release)
 
 
 def store_counts(session: Session) -> dict[str, Any]:

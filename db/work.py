@@ -141,11 +141,19 @@ class SweepSpec(SweepParams):
 
 @dataclass(frozen=True)
 class SweepInfo(SweepParams):
-    """A stored sweep: its parameters (`m_values` a sorted tuple), id, key and creation time."""
+    """A stored sweep: its parameters (`m_values` a sorted tuple), id, key and creation time,
+    its task counts by state and trial counts."""
 
     sweep_id: int
     sweep_key: str
     created_at: datetime
+    tasks_total: int
+    tasks_pending: int
+    tasks_running: int
+    tasks_done: int
+    tasks_failed: int
+    trials_total: int
+    trials_ok: int
 
 
 def sweep_key(spec: SweepSpec) -> str:
@@ -171,12 +179,28 @@ def sweep_params(sweep: Sweep, device_name: str) -> dict[str, Any]:
     return vars(take(SweepParams, sweep, **given, block_shape=block_shape))
 
 
-def get_sweep(session: Session, *, sweep_id: int) -> SweepInfo | None:
-    """A sweep by id; None when there is none."""
-    row = session.execute(
-        select(Sweep, Device.device_name).join(Device).where(Sweep.sweep_id == sweep_id)
-    ).one_or_none()
-    return None if row is None else take(SweepInfo, row[0], **sweep_params(*row))
+def _count(*where: Any, trials: bool = False) -> Any:
+    """The count of the outer query's sweep's tasks (or their trials) where `where` holds."""
+    rows = select(func.count()).select_from(Trial).join(Task) if trials else select(func.count())
+    return rows.where(Task.sweep_id == Sweep.sweep_id, *where).scalar_subquery()
+
+
+def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepInfo]:
+    """Every sweep (or only `sweep_id`) with task counts by state and trial counts, by id."""
+    counts = {f"tasks_{state}": _count(Task.state == state) for state in TaskState}
+    counts["trials_ok"] = _count(Trial.status == TrialStatus.OK.value, trials=True)
+    counts["trials_total"] = _count(trials=True)
+    query = select(Sweep, Device.device_name, *counts.values()).join(Device)
+    if sweep_id is not None:
+        query = query.where(Sweep.sweep_id == sweep_id)
+    summaries = []
+    for sweep, name, *values in session.execute(query.order_by(Sweep.sweep_id)):
+        got = dict(zip(counts, values, strict=True))
+        total = sum(got[f"tasks_{state}"] for state in TaskState)
+        summaries.append(
+            take(SweepInfo, sweep, **sweep_params(sweep, name), **got, tasks_total=total)
+        )
+    return summaries
 
 
 def create_sweep(session: Session, spec: SweepSpec) -> tuple[SweepInfo, bool]:
@@ -189,7 +213,7 @@ def create_sweep(session: Session, spec: SweepSpec) -> tuple[SweepInfo, bool]:
     found = select(Sweep.sweep_id).where(Sweep.sweep_key == key)
     sweep_id = session.scalar(found)
     if sweep_id is not None:
-        return _sweep_info(session, sweep_id), False
+        return list_sweeps(session, sweep_id=sweep_id)[0], False
     block_n, block_k = block_columns(spec.block_shape)
     grid = sorted({int(m) for m in spec.m_values})
     sweep_id = session.execute(
@@ -203,7 +227,7 @@ def create_sweep(session: Session, spec: SweepSpec) -> tuple[SweepInfo, bool]:
         .returning(Sweep.sweep_id)
     ).scalar_one_or_none()
     if sweep_id is None:  # another process created it between our SELECT and INSERT
-        return _sweep_info(session, session.scalars(found).one()), False
+        return list_sweeps(session, sweep_id=session.scalars(found).one())[0], False
     task = {"sweep_id": sweep_id, "family": spec.family, "shape_params": spec.shape_params}
     rows = [
         {**task, "N": n, "K": k, "M": m, "state": TaskState.PENDING, "attempts": 0}
@@ -211,13 +235,7 @@ def create_sweep(session: Session, spec: SweepSpec) -> tuple[SweepInfo, bool]:
         for m in grid
     ]
     session.execute(insert(Task), rows)
-    return _sweep_info(session, sweep_id), True
-
-
-def _sweep_info(session: Session, sweep_id: int) -> SweepInfo:
-    info = get_sweep(session, sweep_id=sweep_id)
-    assert info is not None  # found or written in this transaction
-    return info
+    return list_sweeps(session, sweep_id=sweep_id)[0], True
 
 
 # --- the task queue ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import asdict
 from typing import Annotated, Any
 
@@ -78,8 +79,7 @@ def vllm_name(file_name: str, device_name: str, files: str) -> tuple[KernelFamil
     except ValueError as exc:
         raise HTTPException(404, detail=f"{exc}; files: {files}") from None
     if family.files.file_device(named) != family.files.file_device(device_name):
-        detail = f"{file_name!r} names device {named!r}, not {device_name!r}"
-        raise HTTPException(404, detail=detail)
+        raise HTTPException(404, f"{file_name!r} names device {named!r}, not {device_name!r}")
     return family, shape, family.files.file_name(shape, device_name, "vllm")
 
 
@@ -156,7 +156,7 @@ def list_devices(
     `shapes` and `tuned_with` empty and a `note` saying so. Devices are sorted by name, shapes by
     (N, K, block_shape), versions by trials (most first), imports by (N, K, block_shape, label).
     """
-    swept = set(repo.list_device_names(session))
+    swept = set(repo.known_device_names(session, swept=True))
     return [
         _device(session, name, name in swept, out_dtype, allow_stale)
         for name in repo.known_device_names(session)
@@ -242,7 +242,6 @@ def preview_zip(merged: PreviewDep, if_none_match: deps.IfNoneMatch = None) -> R
 def preview_file(
     file_name: deps.FileName,
     merged: PreviewDep,
-    settings: deps.SettingsDep,
     if_none_match: deps.IfNoneMatch = None,
 ) -> Response:
     """One merged file as the next publish would hold it, merged on this request.
@@ -252,7 +251,7 @@ def preview_file(
     another device, or a shape with no (complete) file (the detail lists the device's files);
     409 if the winners cannot be merged.
     """
-    device_name, query, read = merged
+    device_name, _, read = merged
     names = ", ".join(f.file_name for f in read.files.files) or "(none)"
     family, _, name = vllm_name(file_name, device_name, names)
 
@@ -270,10 +269,7 @@ def preview_file(
             )
     for s in read.files.skipped:
         if named(s.key):
-            partial = query.allows_partial(settings)
-            hint = "; ?partial=true serves what there is" if s.m_missing and not partial else ""
-            hint += read.stale_reason(s, HTTP_STALE_HINT)
-            raise HTTPException(404, detail=f"no file {name!r} yet: {s.reason}{hint}")
+            raise HTTPException(404, detail=f"no file {name!r} yet: {s.reason}")
     raise HTTPException(404, detail=f"no file {name!r} for {device_name}; files: {names}")
 
 
@@ -349,10 +345,10 @@ def import_file(
         sha256=parsed.sha256,
         configs=parsed.configs,
     )
-    try:  # as `tuner import` does: the device's files with this import are the next release
+    # As `tuner import` does: the device's files with this import are the next release; with
+    # nothing complete to publish yet, the import is kept all the same.
+    with suppress(NothingToPublish, MergeError):
         publish(session, target, reason="HTTP import")
-    except (NothingToPublish, MergeError):
-        pass  # nothing complete to publish yet; the import is kept all the same
     return imported_file(
         item, None if target == named else f"stored for {target}; the file is named for {named}"
     )
@@ -385,7 +381,7 @@ def read_report(
     view = read_device(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale)
     comparisons = repo.list_comparisons(session, device_name=device_name, limit=1)
     imports = repo.list_imports(session, device_name=device_name)
-    swept = device_name in repo.list_device_names(session)
+    swept = device_name in repo.known_device_names(session, swept=True)
     return render_report(
         device_name,
         report_shapes(view),

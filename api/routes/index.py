@@ -9,10 +9,9 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
-from sqlalchemy.exc import SQLAlchemyError
 
 import tuner
-from api.deps import SettingsDep
+from api.deps import SessionDep, SettingsDep
 from api.report import PAGES
 from db import repo
 
@@ -36,16 +35,11 @@ class Health(BaseModel):
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
-def index(request: Request) -> str:
+def index(session: SessionDep) -> str:
     """An HTML page linking the service's main routes and each device's report."""
-    names, fault = [], None
-    try:  # the store is opened here, not as a dependency, so that its fault spares the page
-        with repo.session_scope(request.app.state.store.open()) as session:
-            names = repo.known_device_names(session)
-    except (SQLAlchemyError, repo.SchemaError) as exc:  # the routes still show; /devices: 503
-        fault = type(exc).__name__
     page = PAGES.get_template("index.html")
-    return page.render(version=tuner.__version__, links=LINKS, names=names, fault=fault)
+    names = repo.known_device_names(session)
+    return page.render(version=tuner.__version__, links=LINKS, names=names)
 
 
 @router.get("/health", response_model=Health, tags=["health"])
@@ -69,5 +63,4 @@ def read_metrics(request: Request) -> Response:
     `tuner_trials{status}`, `tuner_tasks{state}`, `tuner_sweeps`, `tuner_imports`,
     `tuner_store_up` and `tuner_downloads_total{route,status}`.
     """
-    registry = request.app.state.metrics.registry
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(request.app.state.registry), media_type=CONTENT_TYPE_LATEST)

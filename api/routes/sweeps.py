@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Response
-from sqlalchemy.orm import Session
 
 from api import schemas
 from api.deps import SessionDep, WriteAccess
@@ -17,13 +15,6 @@ from tuner.run.plan import SweepRequest
 from tuner.search.registry import STRATEGIES
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"])
-
-
-def _status(session: Session, sweep_id: int) -> Any:
-    found = repo.list_sweeps(session, sweep_id=sweep_id)
-    if not found:
-        raise HTTPException(404, detail=f"no sweep with id {sweep_id}")
-    return schemas.SweepStatus(**asdict(found[0]))
 
 
 @router.post(
@@ -53,8 +44,7 @@ def create_sweep(body: schemas.SweepCreate, session: SessionDep, response: Respo
     except (UnknownModelError, ValueError) as exc:
         raise HTTPException(422, detail=str(exc).strip("'\"")) from None
     try:  # a device of the store, else a GPU model's key as `tuner sweep --device` makes it
-        names = repo.known_device_names(session)
-        device_name = device_among(body.device_name, names, new=True)
+        device_name = device_among(body.device_name, repo.known_device_names(session), new=True)
     except ValueError as exc:
         raise HTTPException(422, detail=f"device_name {exc}") from None
     request = SweepRequest(
@@ -71,7 +61,7 @@ def create_sweep(body: schemas.SweepCreate, session: SessionDep, response: Respo
     except ValueError as exc:
         raise HTTPException(422, detail=str(exc)) from None
     response.status_code = 201 if created else 200
-    return _status(session, info.sweep_id)
+    return info
 
 
 @router.get("/{sweep_id}", response_model=schemas.SweepStatus)
@@ -83,4 +73,7 @@ def read_sweep(
 
     404 when there is no such sweep.
     """
-    return _status(session, sweep_id)
+    found = repo.list_sweeps(session, sweep_id=sweep_id)
+    if not found:
+        raise HTTPException(404, detail=f"no sweep with id {sweep_id}")
+    return found[0]

@@ -222,9 +222,7 @@ H100_ROUTES = "configs configs.zip preview/configs releases imports".split()
         ),
         (
             f"/devices/L20/preview/configs/{FILE_B}",
-            f"no file {FILE_B!r} yet: no winner yet for M=16, 32; ?partial=true serves what "
-            "there is; M=16 only have trials of another kernel or Triton (?allow_stale=true uses "
-            "them)",
+            f"no file {FILE_B!r} yet: no winner yet for M=16, 32",
         ),
         (
             "/devices/H200/mounts",

@@ -223,24 +223,6 @@ def test_a_write_without_the_token_is_refused(
     assert row_counts(kept) == before
 
 
-def test_a_422_quotes_an_excerpt_of_the_input(refusing: TestClient) -> None:
-    long = refusing.post(
-        "/devices/L20/imports",
-        json={"file_name": "x.json", "content": "a" * 1_500_000},
-        headers=AUTH,
-    )
-    [error] = long.json()["detail"]
-    assert (error["loc"], error["type"]) == (["body", "content"], "string_too_long")
-    assert error["input"] == "a" * 120 + "... (1500000 characters)" and len(long.content) < 1000
-    listed = refusing.post(
-        "/sweeps", json={**SWEEP, "m_values": list(range(1, 100_001))}, headers=AUTH
-    )
-    quoted = listed.json()["detail"][0]["input"]
-    assert quoted.endswith(" characters)") and len(listed.content) < 1000
-    many = refusing.post("/sweeps", json={**SWEEP, "m_values": ["x"] * 30}, headers=AUTH).json()
-    assert (len(many["detail"]), many["errors_total"], many["detail"][0]["input"]) == (10, 30, "x")
-
-
 @pytest.fixture
 def port(store: str) -> Iterator[int]:
     """A uvicorn server on a free loopback port, in this process (its own thread)."""

@@ -41,7 +41,7 @@ def test_record_returns_the_replayed_landscape(tmp_path, monkeypatch):
 
 
 class Row:
-    """A stored trial of (256, 384, M), as `repo.device_trials` gives it (by trial_id)."""
+    """A stored trial of (256, 384, M), as `store_trials.device_trials` gives (by trial_id)."""
 
     def __init__(self, environment_id, latency_us, config=None, out_dtype="bfloat16", M=1):
         self.environment_id, self.latency_us = environment_id, latency_us

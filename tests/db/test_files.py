@@ -39,7 +39,7 @@ def test_an_import_is_replaced_by_its_label_and_the_latest_import_wins_per_m(eng
         record(session, "mine", {4: SLOW, 16: DEFAULT})
         listed = repo.list_imports(session, device_name="NVIDIA_L20")
         merged = repo.imported_configs(session, device_name="NVIDIA_L20")
-        assert repo.list_device_names(session) == []  # imports are not sweeps
+        assert repo.known_device_names(session, swept=True) == []  # imports are not sweeps
         sweep(session, device_name="NVIDIA_H200")
         record(session, "vllm", {1: FAST}, device_name="NVIDIA_H200")
         repo.get_or_create_device(session, device_name="NVIDIA_B200")  # neither

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from bench.store_trials import device_trials
 from db import repo
 from db.connection import open_store, session_scope
 from db.views import matching_environments
@@ -96,18 +97,17 @@ def test_coverage_progress_and_devices(engine: Engine, store: dict) -> None:
     with session_scope(engine) as session:
         coverage = repo.shape_coverage(session, device_name=L20, out_dtype="bfloat16")
         all_dtypes = repo.shape_coverage(session, device_name=L20)
-        progress = repo.sweep_progress(session, sweep_id=store["a"])
-        names = repo.list_device_names(session)
+        (progress,) = repo.list_sweeps(session, sweep_id=store["a"])
+        names = repo.known_device_names(session, swept=True)
         repo.get_or_create_device(session, device_name="NVIDIA_H200")  # no sweep: not listed
-        assert repo.list_device_names(session) == names == [L20, "TRITON_INTERPRETER"]
-        with pytest.raises(LookupError):
-            repo.sweep_progress(session, sweep_id=999)
+        assert repo.known_device_names(session, swept=True) == names == [L20, "TRITON_INTERPRETER"]
+        assert repo.list_sweeps(session, sweep_id=999) == []
     assert [(c.N, c.K, c.block_shape, c.m_requested, c.m_done, c.models) for c in coverage] == [
         (256, 512, (128, 128), (1, 16, 32), (1, 32), ("ModelA", "ModelB")),
         (512, 256, (128, 128), (1, 16), (), ("ModelA",)),
     ]
     assert [(c.N, c.m_requested) for c in all_dtypes] == [(256, (1, 16, 32)), (512, (1, 16))]
-    counts = [getattr(progress, f.name) for f in fields(repo.SweepProgress)]
+    counts = [getattr(progress, f.name) for f in fields(repo.SweepInfo)][-7:]
     assert counts == [4, 3, 0, 1, 0, 7, 5]
 
 
@@ -301,8 +301,8 @@ def test_warm_starts_related_trials_and_device_trials(engine: Engine) -> None:
         first = min(t.created_at for t in repo.task_trials(session, task_id=tasks[(256, 512, 16)]))
         before = repo.related_trials(session, **WARM, **nkm, finished_before=first)
         assert repo.related_trials(session, **other_block, **nkm) == []
-        device = repo.device_trials(session, device_name=L20)
-        assert repo.device_trials(session, device_name=L20, out_dtype="float16") == []
+        device = device_trials(session, device_name=L20)
+        assert device_trials(session, device_name=L20, out_dtype="float16") == []
     # (256, 512, 16) is still running: its 102 us trial is not a warm start yet.
     got = [(w.N, w.K, w.M, w.config, w.latency_us) for w in warm]
     assert got == [(256, 512, 1, C1, 12.0), (512, 256, 1, C1, 18.0), (512, 256, 16, C1, 108.0)]
@@ -358,8 +358,6 @@ def test_overviews_and_counts(store_url: str) -> None:
         tasks = repo.sweep_tasks(session, sweep_id=sweep_id)
         envs = repo.device_environments(session, device_name=L20)
         times = repo.trial_times(session, device_name=L20)
-        with pytest.raises(LookupError, match="no sweep with sweep_id 99"):
-            repo.sweep_tasks(session, sweep_id=99)
     engine.dispose()
     states = (summary.tasks_pending, summary.tasks_done, summary.tasks_total)
     assert (summary.sweep_id, summary.model, states) == (sweep_id, "test-model", (1, 1, 2))

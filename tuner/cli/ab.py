@@ -189,7 +189,7 @@ def _release_files(
         raise fail("--release needs --device (whose release it is)")
     with session_scope(store) as session:
         try:
-            device_name = device_among(device, repo.list_release_device_names(session))
+            device_name = device_among(device, repo.known_device_names(session))
         except ValueError as exc:
             raise fail(str(exc)) from None
         info = repo.get_release(session, device_name=device_name, number=release)

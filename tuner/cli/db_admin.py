@@ -39,7 +39,7 @@ def db_backup(
     Uses SQLite's online backup (Python's `sqlite3.Connection.backup`), which includes the
     commits still in `tuner.db-wal`: copying `tuner.db` alone is not a backup.
     """
-    url = store_url(db, driver=False)
+    url = store_url(db)
     path = sqlite_path(url)
     if path is None:
         raise fail(f"store {masked(url)} is not a SQLite file: back up PostgreSQL with pg_dump")

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from sqlalchemy import Engine
 
-from db.repo import list_device_names, list_imports, session_scope
+from db.repo import known_device_names, list_imports, session_scope
 from tuner.cli.errors import fail
 from tuner.cli.options import (
     DbOpt,
@@ -75,16 +75,16 @@ def publish_cmd(
     versions the files were tuned with, who and when. Files identical to the latest release's
     make no new release.
     """
-    store, device_name = device_store(db, device, read_only=False)
+    store, device_name = device_store(db, device)
     scope: dict[str, Any] = {"allow_partial": allow_partial, "allow_stale": allow_stale}
     scope["kernel"] = kernel
     scope["out_dtype"] = out_dtype and out_dtype.value
     publish_device(store, device_name, reason="tuner publish", required=True, **scope)
 
 
-def device_store(db: str | None, device: str, read_only: bool = True) -> tuple[Engine, str]:
+def device_store(db: str | None, device: str) -> tuple[Engine, str]:
     """The store (which must exist) and the device's key in it (`device_in_store`)."""
-    _, store = open_db(db, must_exist=True, read_only=read_only)
+    _, store = open_db(db, must_exist=True)
     with session_scope(store) as session:
         return store, device_in_store(session, device)
 
@@ -115,7 +115,6 @@ def export(
         allow_partial=allow_partial,
         engine_name=engine_name,
         kernel=kernel,
-        hint="; pick one with --out-dtype",
     )
     result = read.explained()
     typer.echo(source_line(read, allow_stale), err=True)
@@ -183,10 +182,11 @@ def winners(
     report (GET /devices/{device_name}/report). A device with imported files only has no
     winners: one line says so.
     """
-    _, store = open_db(db, must_exist=True, read_only=True)
+    _, store = open_db(db, must_exist=True)
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
-        if device_name not in list_device_names(session):  # imported files only: no winner
+        # imported files only: no winner
+        if device_name not in known_device_names(session, swept=True):
             files = imported_files_summary(list_imports(session, device_name=device_name))
             return plain(f"{device_name}: no winners, only imported files ({files})")
         view = read_device(

@@ -103,7 +103,7 @@ def serve(
     url = store_url(db)
     if not create_store and sqlite_missing(url):
         raise fail(f"{no_store_line(url)}; or --create-store to serve an empty one")
-    url, store = open_db(url, read_only=True)
+    url, store = open_db(url)
     store.dispose()  # checked here; the app opens its own pool
     try:
         settings = Settings(db_url=url, host=host, port=port)

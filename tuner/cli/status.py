@@ -23,12 +23,11 @@ def status(
     db: DbOpt = None,
 ) -> None:
     """Sweeps in the store with task and trial counts; with --sweep, that sweep's tasks."""
-    _, store = open_db(db, must_exist=True, read_only=True)
+    _, store = open_db(db, must_exist=True)
     with session_scope(store) as session:
         sweeps = list_sweeps(session)
-        known = sweep in {s.sweep_id for s in sweeps}
-        tasks = sweep_tasks(session, sweep_id=sweep) if sweep is not None and known else []
-    if sweep is not None and not known:
+        tasks = [] if sweep is None else sweep_tasks(session, sweep_id=sweep)
+    if sweep is not None and sweep not in {s.sweep_id for s in sweeps}:
         listed = ", ".join(str(s.sweep_id) for s in sweeps) or "none"
         raise fail(f"no sweep with id {sweep}; sweeps: {listed}")
     if sweep is not None:
@@ -40,7 +39,7 @@ def status(
 
 
 def _print_sweeps(sweeps) -> None:
-    """One row per sweep (`db.views.SweepSummary`): its scope, task counts by state, trials ok."""
+    """One row per sweep (`db.work.SweepInfo`): its scope, task counts by state, trials ok."""
     columns = [Column("sweep"), Column("device", text=True), Column("model", text=True)]
     columns += [Column("TP"), Column("strategy", text=True), Column("tasks done")]
     columns += [Column("running", optional=True), Column("pending", optional=True)]

@@ -5,16 +5,14 @@ looks up in it: the device --device names, a device's merged files."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import typer
-from sqlalchemy import Engine, inspect, make_url
+from sqlalchemy import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
 from db.repo import (
     SchemaError,
-    connect,
     default_db_url,
     known_device_names,
     normalized_url,
@@ -35,14 +33,12 @@ PSYCOPG_INSTALL = 'pip install -e ".[postgres]" (or pip install "psycopg[binary]
 _DB = "--db (or TUNER_DB_URL)"
 
 
-def store_url(db: str | None, *, driver: bool = True) -> str:
+def store_url(db: str | None) -> str:
     """The store's URL: --db, else $TUNER_DB_URL, else sqlite:///tuner.db, with `postgres://`
     read as psycopg's (`db.connection.normalized_url`).
 
     Args:
         db: --db, or None.
-        driver: also check that the URL's driver is installed (False where the command never
-            connects, e.g. `tuner db backup`).
 
     Raises:
         typer.Exit: one line, exit 2: not a URL, a SQLite URL naming a host, a database other
@@ -62,8 +58,6 @@ def store_url(db: str | None, *, driver: bool = True) -> str:
             f"{_DB} {name}: the store is SQLite or PostgreSQL, not {parsed.drivername!r}: "
             f"{STORE_URL_FORMS}"
         )
-    if not driver:
-        return url
     try:  # what `create_engine` would raise as a traceback
         parsed.get_dialect().import_dbapi()
     except (NoSuchModuleError, ImportError) as exc:
@@ -97,57 +91,19 @@ def open_failed(exc: BaseException, url: str) -> typer.Exit:
     )
 
 
-def _read_only_or_refused(url: str, read_only: bool) -> str:
-    """The URL to open: for an existing SQLite store this process cannot write, its read-only
-    URL (one note line), or one error line where the command must write; else `url` itself.
-
-    A file that is not writable is opened `mode=ro`; a folder that is not writable (SQLite
-    could not create the `-wal` and `-shm` files there) `immutable=1`, which is safe only while
-    no `-wal` file holds commits: with one, `mode=ro` (SQLite reads a WAL store read-only when
-    its `-wal` and `-shm` exist; https://www.sqlite.org/wal.html#readonly).
-    """
-    path = sqlite_path(url)
-    if path is None or not path.exists():
-        return url
-    file = path.resolve()
-    folder_ok = os.access(file.parent, os.W_OK)
-    if os.access(file, os.W_OK) and folder_ok:
-        return url
-    what = "its folder" if os.access(file, os.W_OK) else "the file"
-    if not read_only:
-        raise fail(
-            f"store {path} is read-only ({what} is not writable) and this command "
-            "writes to it: make it writable or copy it (`tuner db backup`)"
-        )
-    line = f"note: store {path} is read-only ({what} is not writable): opened for reading only"
-    typer.echo(line, err=True)
-    wal = file.with_name(file.name + "-wal")
-    has_wal = wal.exists() and wal.stat().st_size > 0
-    mode = "immutable=1" if not folder_ok and not has_wal else "mode=ro"
-    return f"sqlite:///file:{file}?{mode}&uri=true"
-
-
-def open_db(
-    db: str | None, *, must_exist: bool = False, read_only: bool = False
-) -> tuple[str, Engine]:
+def open_db(db: str | None, *, must_exist: bool = False) -> tuple[str, Engine]:
     """(url, Engine) of the store, its schema checked (and created for a new store).
 
     Args:
         db: --db, or None for $TUNER_DB_URL / sqlite:///tuner.db.
         must_exist: the command only reads: refuse a SQLite file that does not exist.
-        read_only: the command only reads: a SQLite store this process cannot write is opened
-            read-only (one note line); without it such a store is refused.
 
     Raises:
         typer.Exit: one line, exit 2, when the store cannot be opened.
     """
     url = store_url(db)
-    path = sqlite_path(url)
     if must_exist and sqlite_missing(url):
         raise fail(no_store_line(url))
-    if path is not None and not path.parent.exists():
-        typer.echo(f"note: created folder {path.parent} for the store", err=True)
-    url = _read_only_or_refused(url, read_only)
     try:
         return url, open_store(url)
     except SchemaError as exc:
@@ -157,23 +113,12 @@ def open_db(
 
 
 def existing_store(db: str | None) -> tuple[str, Engine | None]:
-    """(url, Engine) of the store for a command that reads it and must not create it
-    (`tuner sweep --dry-run`); Engine None when there is no store yet (no SQLite file, a server
-    database without tables). A server that cannot be reached is refused in one line."""
+    """(url, Engine) of the store for a command that only reads it (`tuner sweep --dry-run`);
+    Engine None when there is no SQLite file yet (none is created)."""
     url = store_url(db)
     if sqlite_missing(url):
         return url, None
-    if make_url(url).get_backend_name() != "sqlite":
-        store = connect(url)
-        try:
-            with store.connect() as connection:
-                if not inspect(connection).get_table_names():
-                    return url, None
-        except Exception as exc:  # noqa: BLE001 - unreachable, login refused: one line
-            raise open_failed(exc, url) from None
-        finally:
-            store.dispose()
-    return open_db(url, must_exist=True, read_only=True)
+    return open_db(url, must_exist=True)
 
 
 def device_in_store(session, device: str) -> str:
@@ -187,20 +132,20 @@ def device_in_store(session, device: str) -> str:
 
 
 def store_files(
-    store: Engine, device_name: str, *, engine_name: str = "vllm", hint: str = "", **scope: Any
+    store: Engine, device_name: str, *, engine_name: str = "vllm", **scope: Any
 ) -> StoreFiles:
     """A device's files from the store (`tuner.files.device.device_files` with `scope`: its
     out_dtype, allow_stale, allow_partial and kernel; `engine_name` its engine), for `tuner
     export`, `verify` and `mounts`; the note on stale trials left out goes to stderr.
 
     Raises:
-        typer.Exit: the winners cannot be merged (one line, with `hint`, exit 2).
+        typer.Exit: the winners cannot be merged (one line, exit 2).
     """
     try:
         with session_scope(store) as session:
             read = device_files(session, device_name, engine=engine_name, **scope)
     except MergeError as exc:
-        raise fail(f"{exc}{hint}") from None
+        raise fail(str(exc)) from None
     note = read.view.scope.note(device_name)
     if note is not None:
         typer.echo(note, err=True)

@@ -122,7 +122,7 @@ def _requests(m, model, tp, device_name, configs, replay, source, label, search)
 
 def _plan(requests: list, db: str | None, runner_name: str, workers: int, reps: int) -> list:
     """The plan of a `tuner sweep` (`plan_lines`), from the device's earlier trial times and
-    each request's stored trials, read without creating a store (none yet reads as an empty
+    each request's stored trials, read without creating a store file (none reads as an empty
     history; a server that does not answer is one line, exit 2); a warning first for an M grid
     without some of vLLM's batch sizes."""
     missing = [value for value in REQUIRED_M if value not in requests[0][0].m_values]
@@ -135,10 +135,8 @@ def _plan(requests: list, db: str | None, runner_name: str, workers: int, reps: 
     if store is not None:
         with repo.session_scope(store) as session:
             history = repo.trial_times(session, device_name=requests[0][0].device_name)
-            stored = [
-                repo.stored_trials(session, sweep_key=repo.sweep_key(request.sweep_spec()))
-                for request, _ in requests
-            ]
+            trials = {sweep.sweep_key: sweep.trials_total for sweep in repo.list_sweeps(session)}
+            stored = [trials.get(repo.sweep_key(r.sweep_spec()), 0) for r, _ in requests]
         store.dispose()
     return plan_lines(
         requests,
@@ -249,8 +247,9 @@ def _unfinished(store, url: str, scope: dict[str, Any]) -> int:
     another config space, exits 2 with one line."""
     sweep_id, device_name, space = scope["sweep_id"], scope["device_name"], scope["space"]
     with repo.session_scope(store) as session:
-        info = None if sweep_id is None else repo.get_sweep(session, sweep_id=sweep_id)
+        found = [] if sweep_id is None else repo.list_sweeps(session, sweep_id=sweep_id)
         unfinished = repo.unfinished_tasks(session, **scope)
+    info = found[0] if found else None
     if sweep_id is not None and info is None:
         raise fail(f"no sweep {sweep_id} in store {masked(url)}")
     if info is not None and info.device_name != device_name:

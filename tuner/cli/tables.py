@@ -1,7 +1,6 @@
-"""Tables that stay readable on an 80-column terminal: a number or a header word is never split
-or cut; text cells wrap between words; optional columns are left out (with a line saying so)
-when the terminal is too narrow for all of them, and then a word too long for its text column
-folds onto the next line, so no column is pushed off the edge."""
+"""Tables that stay readable on an 80-column terminal: a number or a numeric column's header word
+is never split or cut; text cells wrap (a word too long folds); optional columns are left out
+(with a line saying so) when the terminal is too narrow for all of them."""
 
 from __future__ import annotations
 
@@ -16,8 +15,8 @@ from rich.text import Text
 
 @dataclass(frozen=True)
 class Column:
-    """One column of a `print_table`: `text` cells wrap between words (numeric cells never
-    wrap); `optional` columns are left out first, the last first, when the table does not fit."""
+    """One column of a `print_table`: `text` cells wrap (numeric cells never do); `optional`
+    columns are left out first, the last first, when the table does not fit."""
 
     header: str
     text: bool = False
@@ -53,29 +52,6 @@ def fitted_columns(
         keep.remove(optional[-1])
 
 
-def _widths(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> list[int]:
-    """Each column's width: a numeric column as wide as its widest number, or its header where
-    the table fits that way; text columns as wide as their cells, the widest narrowed first
-    down to their longest word, then (a word folds) down to their header's longest word or 4."""
-    cells = [[Text.from_markup(row[i]).plain for row in rows] for i in range(len(columns))]
-    least = [min_width(c, cells[i]) for i, c in enumerate(columns)]
-    whole = [n if c.text else max(n, len(c.header)) for c, n in zip(columns, least, strict=True)]
-    room = width - GAP * (len(columns) - 1)
-    numeric = whole if sum(whole) <= room else least
-    widths = [
-        max(len(c.header), *map(len, cells[i])) if c.text else numeric[i]
-        for i, c in enumerate(columns)
-    ]
-    folded = [max(4, _word(c.header)) for c in columns]
-    for floor in (least, folded):
-        while sum(widths) > room:
-            narrowable = [i for i, c in enumerate(columns) if c.text and widths[i] > floor[i]]
-            if not narrowable:
-                break
-            widths[max(narrowable, key=widths.__getitem__)] -= 1
-    return widths
-
-
 def print_table(
     console: Console,
     columns: Sequence[Column],
@@ -87,20 +63,18 @@ def print_table(
     """Print the rows under the columns that fit the console's width (`fitted_columns`); when
     some were left out, a line names them."""
     keep = fitted_columns(console.width, columns, rows)
-    shown = [columns[i] for i in keep]
-    cells = [[row[i] for i in keep] for row in rows]
     table = Table(
         title=title, caption=caption, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False
     )
-    for column, width in zip(shown, _widths(shown, cells, console.width), strict=True):
-        table.add_column(
-            column.header,
-            overflow="fold",
-            justify="left" if column.text else "right",
-            width=width,
-        )
-    for row in cells:
-        table.add_row(*row)
+    for i in keep:
+        column = columns[i]
+        if column.text:  # rich narrows it to what is left, wrapping between words
+            table.add_column(column.header, overflow="fold")
+        else:  # fixed at its widest number and longest header word
+            width = min_width(column, [row[i] for row in rows])
+            table.add_column(column.header, justify="right", width=width)
+    for row in rows:
+        table.add_row(*(row[i] for i in keep))
     console.print(table)
     dropped = [c.header for i, c in enumerate(columns) if i not in keep]
     if dropped:

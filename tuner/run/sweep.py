@@ -100,7 +100,7 @@ def run_workers(
     visible_devices: Sequence[str | None],
     console=None,
     trial_timeout_s: float | None = None,
-) -> tuple[repo.SweepProgress, list[str]]:
+) -> tuple[repo.SweepInfo, list[str]]:
     """Run the planned sweep `sweep_id` of `request` in `store` (at `db_url`) with the workers
     of `supervisor`, drawing a progress bar on `console`; (the sweep's progress in the store
     now, the closing lines: `summary_lines`).
@@ -142,9 +142,10 @@ def run_workers(
     return now, summary_lines(sweep_id, before, now, workers, wall_s)
 
 
-def _progress(store, sweep_id: int) -> repo.SweepProgress:
+def _progress(store, sweep_id: int) -> repo.SweepInfo:
     with session_scope(store) as session:
-        return repo.sweep_progress(session, sweep_id=sweep_id)
+        (progress,) = repo.list_sweeps(session, sweep_id=sweep_id)
+        return progress
 
 
 def commonest_failure(store, sweep_id: int) -> str:
