@@ -8,7 +8,7 @@ Triton, else the builtin (as `tuner sweep --kernel auto` resolves it)."""
 from __future__ import annotations
 
 from dataclasses import astuple, dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -79,19 +79,19 @@ def _model(model: str, tp: int | None) -> ModelShapes:
 
 @dataclass
 class _Bench:
-    """What one `tuner compare` or `tuner verify` times with: the store, the model, the device
-    (`measuring_device`'s: its vLLM key, runner and CUDA_VISIBLE_DEVICES entries), the out
-    dtype and the interleaved rounds; the Triton kernel is `--kernel auto`'s."""
+    """What one `tuner compare` or `tuner verify` times with: the model, the store of --db, the
+    device (`measuring_device`'s: its vLLM key, runner and CUDA_VISIBLE_DEVICES entries), the
+    out dtype and the interleaved rounds; the Triton kernel is `--kernel auto`'s."""
 
-    store: Any
-    url: str
     model_shapes: ModelShapes
-    device: tuple[str, Any, list[str | None]]
+    db: str | None
+    device: str
     out_dtype: str
     rounds: int
 
     def __post_init__(self) -> None:
-        self.device_name, self.runner, self.visible = self.device
+        self.url, self.store = open_db(self.db, must_exist=True)
+        self.device_name, self.runner, self.visible = measuring_device(self.store, self.device)
         self.kernel, self.kernel_label = resolve_kernel_choice("auto")
         self.block_shape = as_block_shape(self.model_shapes.block_shape)
         self.on = "cuda" if self.runner.on_gpu else "cpu"
@@ -137,9 +137,7 @@ def compare(
         m_values = parse_m_values(m)
     except ValueError as exc:
         raise fail(str(exc).strip("'\"")) from None
-    url, store = open_db(db, must_exist=True)
-    found = measuring_device(store, device)
-    run = _Compare(store, url, model_shapes, found, out_dtype.value, rounds)
+    run = _Compare(model_shapes, db, device, out_dtype.value, rounds)
     run.record(run.all(m_values))
 
 
@@ -268,10 +266,9 @@ def verify(
     candidates = load_configs(configs)
     if not model_shapes.of(DEFAULT_FAMILY):
         return
-    url, store = open_db(db, must_exist=True)
-    found = measuring_device(store, device)
-    allow = (allow_stale, allow_partial)
-    run = _Verify(store, url, model_shapes, found, out_dtype.value, rounds, allow, candidates)
+    run = _Verify(
+        model_shapes, db, device, out_dtype.value, rounds, allow_stale, allow_partial, candidates
+    )
     results = run.check(None, f"on {run.device_name}")
     plain(versus.summary_line(results))
     if fix:
@@ -282,10 +279,7 @@ def verify(
         if r.offending
     )
     if offending:
-        hint = "" if fix else "; `--fix` tunes these M values"
-        raise fail(
-            f"vLLM's pick is slower than its default config or failed at {offending}{hint}", 1
-        )
+        raise fail(f"vLLM's pick is slower than its default config or failed at {offending}", 1)
 
 
 @dataclass
@@ -293,14 +287,15 @@ class _Verify(_Bench):
     """One `tuner verify`: which files it reads (--allow-stale, --allow-partial) and the
     --configs that --fix's sweeps search."""
 
-    allow: tuple[bool, bool] = (False, False)
+    allow_stale: bool = False
+    allow_partial: bool = False
     configs: tuple | None = None
 
     def check(self, only: set[tuple[int, int]] | None, title: str):
         """The results of the device's files now (shapes without a file said in a line each), each
         shape checked by `tuner.compare.versus.verify_shape`, with a table per shape. No file to
         check exits 2; an interrupt exits 130."""
-        read = self.files(*self.allow)
+        read = self.files(self.allow_stale, self.allow_partial)
         try:
             planned, missing = versus.plan(
                 self.model_shapes, read.explained(), read.view.grids, only
@@ -336,13 +331,12 @@ class _Verify(_Bench):
             again = self.check(set(offending), "after --fix")
             latest.update({(r.N, r.K): r for r in again})
             plain("after --fix: " + versus.summary_line(again))
-        stale, partial = self.allow
         publish_device(
             self.store,
             self.device_name,
             reason="verify --fix",
-            allow_stale=stale,
-            allow_partial=partial,
+            allow_stale=self.allow_stale,
+            allow_partial=self.allow_partial,
             out_dtype=self.out_dtype,
         )
         return list(latest.values())
