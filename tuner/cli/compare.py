@@ -7,8 +7,9 @@ Triton, else the builtin (as `tuner sweep --kernel auto` resolves it)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import astuple, dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -60,19 +61,14 @@ RoundsOpt = Annotated[
     int, typer.Option(min=2, max=10_000, help="Interleaved rounds (A B A B ...) per M.")
 ]
 FixOpt = Annotated[
-    bool,
-    typer.Option(
-        "--fix",
-        help="Tune the slower or failed M (a sweep of them, with `tuner sweep`'s default "
-        "search), check again, then publish.",
-    ),
+    bool, typer.Option(help="Sweep the slower or failed M, check again, then publish.")
 ]
 
 
-def _model(model: str, tp: int | None) -> ModelShapes:
-    """The model's shapes; a bad model exits 2 with one line."""
+def _or_fail(parse: Callable[..., Any], *args: Any) -> Any:
+    """`parse(*args)`; an unknown model or a bad value exits 2 with one line."""
     try:
-        return load_shapes(model, tp)
+        return parse(*args)
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc).strip("'\"")) from None
 
@@ -132,11 +128,8 @@ def compare(
     marked *), then per M, for decode (M <= 32) and prefill (M >= 2048), whether tuned Triton
     beats vLLM's default; the run is stored (GET /devices/{device}/comparisons, the report).
     --device interpreter: CPU timings, to try the command, not to decide."""
-    model_shapes = _model(model, tp)
-    try:
-        m_values = parse_m_values(m)
-    except ValueError as exc:
-        raise fail(str(exc).strip("'\"")) from None
+    model_shapes: ModelShapes = _or_fail(load_shapes, model, tp)
+    m_values = _or_fail(parse_m_values, m)
     run = _Compare(model_shapes, db, device, out_dtype.value, rounds)
     run.record(run.all(m_values))
 
@@ -259,7 +252,7 @@ def verify(
 
     Exit codes: 0 every M ok; 1 some M slower or failed (named on stderr); 2 bad input
     (unknown model or device, no file to check); 130 interrupted."""
-    model_shapes = _model(model, tp)
+    model_shapes: ModelShapes = _or_fail(load_shapes, model, tp)
     for name in [name for name in model_shapes.groups if name != DEFAULT_FAMILY]:
         title = get_family(name).report.short_title or name
         plain(f"note: {title} files are not verified yet ({model_shapes.family_label(name)})")

@@ -135,17 +135,13 @@ class LayerKernel:
     """A vLLM linear-kernel class as a library kernel: per weight copy B a layer is built and
     the class's `process_weights_after_loading` runs on it (`prepare`, untimed); the
     activations x = A * As (dequantized, in out_dtype: what the layer receives in serving) are
-    made once per A; a call then runs `apply_weights(layer, x)` only. `fresh()` per problem."""
+    made once; a call then runs `apply_weights(layer, x)` only. One per CandidateRunner."""
 
     def __init__(self, kernel_class) -> None:
         self.kernel_class = kernel_class
         self._layers: dict[int, tuple[Any, Any, Any]] = {}  # id(B) -> (kernel, layer, B)
-        self._x: tuple[Any, Any] | None = None
+        self._x: Any = None
         self._vllm_config: Any = None
-
-    def fresh(self) -> LayerKernel:
-        """A copy with no prepared layers."""
-        return LayerKernel(self.kernel_class)
 
     def prepare(self, B, Bs, out_dtype) -> None:
         """Build and process the layer of weight copy B [N, K] fp8, Bs fp32 (untimed)."""
@@ -173,12 +169,13 @@ class LayerKernel:
         self._layers[id(B)] = (kernel, layer, B)  # B held: its id is not reused meanwhile
 
     def activations(self, A, As, out_dtype):
-        """x [M, K] in out_dtype: A dequantized with its per-(1 x group_k) scales As."""
-        if self._x is None or self._x[0] is not A:
+        """x [M, K] in out_dtype: A (the runner's one) dequantized with its per-(1 x group_k)
+        scales As, made on the first call."""
+        if self._x is None:
             group_k = -(-A.shape[1] // As.shape[1])
             x = A.float() * As.repeat_interleave(group_k, dim=1)[:, : A.shape[1]]
-            self._x = (A, x.to(out_dtype))
-        return self._x[1]
+            self._x = x.to(out_dtype)
+        return self._x
 
     def __call__(self, A, As, B, Bs, out_dtype, block_shape):
         self.prepare(B, Bs, out_dtype)
@@ -196,7 +193,7 @@ class CandidateRunner(KernelRunner):
     ) -> None:
         super().__init__(problem, device=device, **options)
         self.library = {
-            name: kernel.fresh() if isinstance(kernel, LayerKernel) else kernel
+            name: LayerKernel(kernel.kernel_class) if isinstance(kernel, LayerKernel) else kernel
             for name, kernel in library.items()
         }
 

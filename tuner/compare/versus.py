@@ -216,9 +216,6 @@ def flag_lines(
 # bench/interpreter_noise.py (A/A gap of one config's medians): the largest gap, 14.4% on 2 busy
 # cores (results/interpreter_noise_20261201T223042Z.json), doubled and rounded.
 INTERPRETER_NOISE_FLOOR = 0.3
-# (N, K, M) -> a runner with check(candidate) -> TrialResult and sample_us(candidate) -> float
-# (tuner.compare.backends.CandidateRunner on a device or the interpreter).
-RunnerFactory = Callable[[int, int, int], Any]
 
 
 def shape_label(N: int, K: int) -> str:
@@ -315,14 +312,16 @@ class PlannedShape:
 
 def verify_shape(
     planned: PlannedShape,
-    make_runner: RunnerFactory,
+    make_runner: Callable[[int, int, int], Any],
     *,
     family: str = DEFAULT_FAMILY,
     rounds: int = RETIME_ROUNDS,
     noise_floor: float = 0.0,
 ) -> ShapeVerification:
     """Time, at each M of the planned `m_points`, the config vLLM runs from the shape's file
-    (`configs`: M key -> vLLM's six keys) against the family's default config at that M.
+    (`configs`: M key -> vLLM's six keys) against the family's default config at that M;
+    `make_runner(N, K, M)`: a runner with `check` and `sample_us` of a Candidate
+    (`tuner.compare.backends.CandidateRunner` on a device or the interpreter).
     Where the pick is the default nothing runs; otherwise `tuner compare`'s `compare_point`
     checks both against the float64 reference with a runner for (N, K, M) (a wrong result, a
     failed launch or timing is FAILED) and times them interleaved, and `judge` decides.

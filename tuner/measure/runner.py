@@ -180,10 +180,8 @@ class KernelRunner:
         Raises:
             Exception: whatever launching or capturing raises (`evaluate` records it).
         """
-        sampler = self._sampler(config)
-        with self._torch.cuda.stream(self._stream):
-            samples = [sampler.sample_s() * 1e6 for _ in range(sampler.plan.samples)]
-        return noise.percentiles(samples)
+        samples = self._sampler(config).plan.samples
+        return noise.percentiles([self.sample_us(config) for _ in range(samples)])
 
     def sample_us(self, config: KernelConfig) -> float:
         """One more sample (microseconds per launch) of a config that passed `check`, for the
@@ -439,10 +437,8 @@ class ReplayRunner(Runner):
 RunnerFactory = Callable[..., Runner]
 
 
-def _replay(*, device_name: str, landscape: str | None = None, **_: object) -> Runner:
-    if landscape is None:
-        raise ValueError("the replay runner needs a landscape file")
-    return ReplayRunner(str(landscape), device_name)
+def _replay(*, device_name: str, landscape: str, **_: object) -> Runner:
+    return ReplayRunner(landscape, device_name)
 
 
 # A runner's name -> the factory of its runner, called as `factory(device_name=...,
@@ -464,14 +460,10 @@ def make_runner(
     Args:
         name: "cuda", "interpreter" or "replay" (or a name added to `RUNNERS`).
         device_name: vLLM's key of the device measured on (`tuner.inputs.devices`).
-        landscape: the landscape file a replay answers from.
+        landscape: the landscape file a replay answers from (`tuner.cli.devices` names the
+            replay runner only with one).
         interpreter_reps: timed calls per trial on the interpreter.
-
-    Raises:
-        ValueError: an unknown name, or a replay without a landscape.
     """
-    if name not in RUNNERS:
-        raise ValueError(f"unknown runner {name!r} (known: {', '.join(sorted(RUNNERS))})")
     return RUNNERS[name](
         device_name=device_name, landscape=landscape, interpreter_reps=interpreter_reps
     )

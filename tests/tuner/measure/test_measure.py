@@ -243,12 +243,6 @@ def test_each_name_parses_into_its_runner_which_pickles_for_spawn():
     assert make_runner("cuda", device_name="NVIDIA_H200") == GPU
     assert make_runner("interpreter", device_name="TRITON_INTERPRETER", interpreter_reps=4) == CPU
     assert make_runner("replay", device_name="NVIDIA_H100", landscape="l.json") == REPLAY
-    with pytest.raises(
-        ValueError, match=r"unknown runner 'rocm' \(known: cuda, interpreter, replay\)"
-    ):
-        make_runner("rocm", device_name="x")
-    with pytest.raises(ValueError, match="the replay runner needs a landscape file"):
-        make_runner("replay", device_name="x")
     for runner in (GPU, CPU, REPLAY):
         assert isinstance(runner, Runner) and pickle.loads(pickle.dumps(runner)) == runner
 
