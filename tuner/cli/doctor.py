@@ -30,25 +30,15 @@ from tuner.kernels.source import PLACEHOLDER_FIX, vllm_triton_problem, vllm_vers
 from tuner.kernels.vllm_table import (
     ARCH_BACKENDS,
     TRITON_FLAG,
-    VLLM_VERSION,
     arch_of,
     capability_number,
 )
 from tuner.run import gpus as run_gpus
 
-ArchOpt = Annotated[
-    str | None, typer.Option(help="sm89, sm90, sm100 or sm120 [default: the visible GPU's].")
-]
-DeviceOpt = Annotated[
-    str | None,
-    typer.Option(help="GPU model vLLM serves on (L20, H200) [default: the visible GPU]."),
-]
-LinearBackendOpt = Annotated[
-    str | None, typer.Option(help="The server's --linear-backend (triton reads the dense files).")
-]
-ModelOpt = Annotated[
-    str | None, typer.Option(help="Model key (`tuner shapes list`): vLLM's choice per shape.")
-]
+ArchOpt = Annotated[str | None, typer.Option(help="sm89, sm90, sm100 or sm120 [default: GPU 0's].")]
+DeviceOpt = Annotated[str | None, typer.Option(help="GPU model vLLM serves on [default: GPU 0].")]
+LinearBackendOpt = Annotated[str | None, typer.Option(help="The server's --linear-backend.")]
+ModelOpt = Annotated[str | None, typer.Option(help="Model key: vLLM's choice per shape.")]
 
 
 def doctor(
@@ -101,10 +91,7 @@ def _findings(
         f"{versions.get('triton') or 'not installed'}, CUDA {versions.get('cuda') or 'none'}"
     )
     if arch is None:
-        out.reasons.append(
-            "no GPU visible, no --arch and no --device of a known GPU model: say "
-            "which GPU vLLM serves on"
-        )
+        out.reasons.append("no GPU visible, no --arch and no --device of a known GPU model")
         return out
     _say_vllm(out)
     advise(out, arch, asked, triton)
@@ -143,7 +130,7 @@ def advise(
     reason when vLLM reads no tuned file there."""
     capability, table_arch = capability_number(arch) or 0, arch_of(arch)
     table = next((a for a in ARCH_BACKENDS if a.arch == table_arch), None)
-    if table is None or table_arch is None:
+    if table is None:
         out.reasons.append(f"{arch} has no FP8 dot: the block-FP8 kernels cannot run")
         return
     asked = Asked(arch, capability, table_arch, table, model, triton)
@@ -151,11 +138,7 @@ def advise(
         if family.advice:
             family.advice(out, asked)
     if not out.helps:
-        out.reasons.append(
-            f"vLLM on {arch} reads no tuned file with default settings; "
-            f"start it with {TRITON_FLAG} (and pass --linear-backend triton "
-            "here) if tuner compare shows Triton wins"
-        )
+        out.reasons.append(f"vLLM on {arch} reads no tuned file unless started with {TRITON_FLAG}")
 
 
 def _say_vllm(out: Diagnosis) -> None:
@@ -163,10 +146,7 @@ def _say_vllm(out: Diagnosis) -> None:
     that is not the installed one."""
     version = vllm_version()
     if version is None:
-        out.lines.append(
-            "vLLM: not importable here; a sweep here times the builtin kernels (copies of "
-            f"vLLM {VLLM_VERSION}'s); run `tuner doctor` in the serving image to check its vLLM"
-        )
+        out.lines.append("vLLM: not importable here; a sweep here times the builtin kernels")
         return
     problem = vllm_triton_problem()
     spec = triton_needed()

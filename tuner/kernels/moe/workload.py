@@ -159,7 +159,7 @@ def vllm_moe_gemm(
     default None; compute_type
     C's Triton dtype). `module`: vLLM's fused_moe module (`tuner.kernels.moe.family.VLLM_MOE`'s).
     Returns C."""
-    A, A_scale, B, B_scale, C, topk_weights, sorted_ids, expert_ids, padded = operands
+    A, A_scale, B, B_scale, C, *routing = operands
     compute_type = tl.bfloat16 if C.dtype == torch.bfloat16 else tl.float16
     fix_interpreter_index()  # Triton < 3.8's interpreter under numpy >= 2.4 only
     importlib.import_module(module).dispatch_fused_moe_kernel(
@@ -169,10 +169,7 @@ def vllm_moe_gemm(
         A_scale,
         B_scale,
         None,
-        topk_weights,
-        sorted_ids,
-        expert_ids,
-        padded,
+        *routing,
         mul_routed_weight,
         top_k,
         dict(config),
