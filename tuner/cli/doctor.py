@@ -130,7 +130,7 @@ def advise(
     reason when vLLM reads no tuned file there."""
     capability, table_arch = capability_number(arch) or 0, arch_of(arch)
     table = next((a for a in ARCH_BACKENDS if a.arch == table_arch), None)
-    if table is None:
+    if table is None or table_arch is None:
         out.reasons.append(f"{arch} has no FP8 dot: the block-FP8 kernels cannot run")
         return
     asked = Asked(arch, capability, table_arch, table, model, triton)
