@@ -274,11 +274,10 @@ class PointResult:
 
 @dataclass(frozen=True)
 class ShapeVerification:
-    """Every checked M of one (N, K, block_shape) file."""
+    """Every checked M of one (N, K) dense file."""
 
     N: int
     K: int
-    block_shape: tuple[int, int] | None
     points: tuple[PointResult, ...]
 
     @property
@@ -354,7 +353,7 @@ def verify_shape(
         )
 
     results = tuple(point(M) for M in planned.m_points)
-    return ShapeVerification(shape.N, shape.K, shape.block_shape, results)
+    return ShapeVerification(shape.N, shape.K, results)
 
 
 def plan(

@@ -140,7 +140,6 @@ def compile_job(job: CompileJob) -> CompileInfo:
     same config and specialization computes. A compiler error is returned in `error`."""
     import torch
 
-    family = get_family(job.family)
     if "TRITON_ALWAYS_COMPILE" in os.environ:
         os.environ["TRITON_ALWAYS_COMPILE"] = "1" if job.need_info else "0"
     log = io.StringIO()
@@ -148,7 +147,7 @@ def compile_job(job: CompileJob) -> CompileInfo:
     shared = registers = spills = error = None
     try:
         with contextlib.redirect_stdout(log):
-            kernel = family.compile_for_target(
+            kernel = get_family(job.family).compile_for_target(
                 job.config,
                 job.arch,
                 shape=job.shape,
