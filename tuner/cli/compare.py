@@ -32,15 +32,6 @@ from tuner.cli.sweep import _plan_and_run
 from tuner.cli.tables import Column, print_table
 from tuner.compare import versus
 from tuner.compare.backends import CandidateRunner, library_kernels
-from tuner.compare.versus import (
-    TRITON_DEFAULT,
-    TRITON_TUNED,
-    Candidate,
-    ComparePoint,
-    ShapeVerification,
-    Verdict,
-    shape_label,
-)
 from tuner.core import REQUIRED_M, ComparisonStatus, OutDtype
 from tuner.files.format import vllm_pick_key
 from tuner.files.merge import dense_key
@@ -151,22 +142,22 @@ class _Compare(_Bench):
             for N, K in self.model_shapes.pairs()
         }
 
-    def point(self, N: int, K: int, M: int, configs) -> ComparePoint:
+    def point(self, N: int, K: int, M: int, configs) -> versus.ComparePoint:
         """One (N, K, M) timed: the config vLLM picks from `configs` (the shape's file; None:
         none), vLLM's default config and the library kernels."""
         default = get_family(DEFAULT_FAMILY).default_config(Shape(N, K, self.block_shape), M)
-        candidates = [Candidate(TRITON_DEFAULT, default)]
+        candidates = [versus.Candidate(versus.TRITON_DEFAULT, default)]
         missing = dict(self.unavailable)
         if configs:
             picked = KernelConfig.from_dict(configs[vllm_pick_key(configs, M)])
-            candidates.insert(0, Candidate(TRITON_TUNED, picked))
+            candidates.insert(0, versus.Candidate(versus.TRITON_TUNED, picked))
         else:
-            missing[TRITON_TUNED] = "no file for this shape in the store"
-        candidates += [Candidate(name) for name in self.library]
+            missing[versus.TRITON_TUNED] = "no file for this shape in the store"
+        candidates += [versus.Candidate(name) for name in self.library]
         runner = self.make_runner(N, K, M, self.library)
         return versus.compare_point((N, K, M), runner, candidates, missing, rounds=self.rounds)
 
-    def all(self, m_values) -> list[ComparePoint]:
+    def all(self, m_values) -> list[versus.ComparePoint]:
         """Every (shape, M) with the dense files of this device (partial ones too); each
         shape's table as it ends."""
         tuned = {
@@ -184,7 +175,7 @@ class _Compare(_Bench):
             plain(f"not timed: {name}: {reason}")
         return points
 
-    def record(self, points: list[ComparePoint]) -> None:
+    def record(self, points: list[versus.ComparePoint]) -> None:
         """The verdict on `--linear-backend triton` against vLLM's default, printed and stored
         with every point."""
         lines = versus.flag_lines(points, self.defaults)
@@ -205,7 +196,7 @@ class _Compare(_Bench):
 
 
 def _print_shape(
-    N: int, K: int, points: list[ComparePoint], unit: str, default: str | None
+    N: int, K: int, points: list[versus.ComparePoint], unit: str, default: str | None
 ) -> None:
     """One shape's table, each column headed by its kernel's one name; vLLM's default kernel's
     (`default`, its class name) gets a *."""
@@ -222,8 +213,8 @@ def _print_shape(
     print_table(console, columns, rows, title=f"N={N},K={K}, latency_us, {unit}")
     if marked in shown:
         plain(f"* vLLM's default kernel here: {default} (from {TABLE})")
-    notes = {p.M: t.note for p in points for t in p.times if t.backend == TRITON_TUNED}
-    plain(f"{TRITON_TUNED}: " + "; ".join(f"M={M} {note}" for M, note in notes.items()))
+    notes = {p.M: t.note for p in points for t in p.times if t.backend == versus.TRITON_TUNED}
+    plain(f"{versus.TRITON_TUNED}: " + "; ".join(f"M={M} {note}" for M, note in notes.items()))
     for point in points:
         for time in point.times:
             if time.status is ComparisonStatus.FAILED:
@@ -267,7 +258,7 @@ def verify(
     if fix:
         results = run.fix(results)
     offending = "; ".join(
-        f"{shape_label(r.N, r.K)} M={', '.join(map(str, r.offending))}"
+        f"{versus.shape_label(r.N, r.K)} M={', '.join(map(str, r.offending))}"
         for r in results
         if r.offending
     )
@@ -299,7 +290,7 @@ class _Verify(_Bench):
         results = []
         try:
             for s in planned:
-                label = shape_label(s.shape.N, s.shape.K)
+                label = versus.shape_label(s.shape.N, s.shape.K)
                 keys = ", ".join(map(str, s.configs))
                 plain(f"{label}: keys {keys}; checking {len(s.m_points)} M values")
                 result = versus.verify_shape(
@@ -313,7 +304,7 @@ class _Verify(_Bench):
             plain(line)
         return results
 
-    def fix(self, results: list[ShapeVerification]) -> list[ShapeVerification]:
+    def fix(self, results: list[versus.ShapeVerification]) -> list[versus.ShapeVerification]:
         """`--fix`: a sweep of each shape's offending M (`tune`), the shapes it touched checked
         again in full (new keys bring new midpoints), then the device's files published as its
         next release (what a fleet downloads next); the latest result of every shape."""
@@ -353,11 +344,11 @@ class _Verify(_Bench):
                 kernel=self.kernel,
                 kernel_label=self.kernel_label,
             )
-            what = f"--fix of {shape_label(N, K)}"
+            what = f"--fix of {versus.shape_label(N, K)}"
             _plan_and_run(self.store, self.url, request, what, self.runner, self.visible)
 
 
-def print_shape_table(result: ShapeVerification, title: str) -> None:
+def print_shape_table(result: versus.ShapeVerification, title: str) -> None:
     """One row per checked M: vLLM's key and config there, both medians, speedup, verdict."""
 
     names = ("M", "key", "config", "chosen_us", "default_us", "noise_us", "speedup", "verdict")
@@ -365,7 +356,10 @@ def print_shape_table(result: ShapeVerification, title: str) -> None:
         Column(name, text=name in ("config", "verdict"), optional=name == "noise_us")
         for name in names
     ]
-    verdicts = {Verdict.FAILED: "[red]failed[/red]: {}", Verdict.SLOWER: "[red]slower[/red]"}
+    verdicts = {
+        versus.Verdict.FAILED: "[red]failed[/red]: {}",
+        versus.Verdict.SLOWER: "[red]slower[/red]",
+    }
     rows = [
         [
             str(point.M),

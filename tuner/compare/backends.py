@@ -23,14 +23,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tuner.compare.versus import (
-    TORCH_CPU,
-    TORCH_SCALED_MM,
-    VLLM_CUTLASS,
-    VLLM_DEEPGEMM,
-    VLLM_MARLIN,
-    Candidate,
-)
+from tuner.compare import versus
 from tuner.core import error_line
 from tuner.kernels.serving import block_fp8_layer_config
 from tuner.kernels.vllm_table import MARLIN
@@ -80,7 +73,7 @@ def _vllm_ops() -> tuple[dict[str, LibraryKernel], dict[str, str]]:
         from vllm.utils.deep_gemm import fp8_gemm_nt
     except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
         why = f"vLLM not importable here ({error_line(exc)})"
-        return {}, dict.fromkeys((VLLM_DEEPGEMM, VLLM_CUTLASS), why)
+        return {}, dict.fromkeys((versus.VLLM_DEEPGEMM, versus.VLLM_CUTLASS), why)
 
     def cutlass(A, As, B, Bs, out_dtype, block_shape):
         return ops.cutlass_scaled_mm(A, B.t(), out_dtype=out_dtype, scale_a=As, scale_b=Bs.t())
@@ -90,7 +83,7 @@ def _vllm_ops() -> tuple[dict[str, LibraryKernel], dict[str, str]]:
         fp8_gemm_nt((A, As), (B, Bs), out)
         return out
 
-    return {VLLM_CUTLASS: cutlass, VLLM_DEEPGEMM: deepgemm}, {}
+    return {versus.VLLM_CUTLASS: cutlass, versus.VLLM_DEEPGEMM: deepgemm}, {}
 
 
 def _marlin(block_shape: tuple[int, int]) -> LayerKernel | str:
@@ -115,16 +108,18 @@ def library_kernels(
     kernels: dict[str, LibraryKernel]
     if device == "cpu":
         why = "CPU run: the GPU kernels are not timed"
-        kernels = {TORCH_CPU: _torch_cpu_dequant}
-        unavailable = dict.fromkeys((TORCH_SCALED_MM, VLLM_DEEPGEMM, VLLM_CUTLASS), why)
+        kernels = {versus.TORCH_CPU: _torch_cpu_dequant}
+        unavailable = dict.fromkeys(
+            (versus.TORCH_SCALED_MM, versus.VLLM_DEEPGEMM, versus.VLLM_CUTLASS), why
+        )
     else:
         kernels, unavailable = _vllm_ops()
-        kernels[TORCH_SCALED_MM] = _torch_scaled_mm
+        kernels[versus.TORCH_SCALED_MM] = _torch_scaled_mm
     marlin = _marlin(block_shape)
     if isinstance(marlin, str):
-        unavailable[VLLM_MARLIN] = marlin
+        unavailable[versus.VLLM_MARLIN] = marlin
     else:
-        kernels[VLLM_MARLIN] = marlin
+        kernels[versus.VLLM_MARLIN] = marlin
     return kernels, unavailable
 
 
@@ -194,7 +189,7 @@ class CandidateRunner(KernelRunner):
             for name, kernel in library.items()
         }
 
-    def _library(self, candidate: Candidate, weights):
+    def _library(self, candidate: versus.Candidate, weights):
         B, Bs = weights
         inputs, block_shape = self.workload, tuple(self.problem.block_shape or (128, 128))
         kernel = self.library[candidate.backend]

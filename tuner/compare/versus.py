@@ -43,22 +43,14 @@ TORCH_CPU = "torch-dequant-cpu"  # dequantize + matmul on the CPU (the interpret
 VLLM_DEEPGEMM = "vllm-deepgemm"
 VLLM_CUTLASS = "vllm-cutlass"
 VLLM_MARLIN = "vllm-marlin"
-# Column order of the tables.
-BACKENDS = (
-    TRITON_TUNED,
-    TRITON_DEFAULT,
-    TORCH_SCALED_MM,
-    TORCH_CPU,
-    VLLM_DEEPGEMM,
-    VLLM_CUTLASS,
-    VLLM_MARLIN,
-)
 # vLLM 0.33.0 class name (kernels/linear/scaled_mm/*.py) -> the kernel name that times it.
 KERNEL_BACKENDS = {
     vllm_table.DEEPGEMM: VLLM_DEEPGEMM,
     vllm_table.CUTLASS: VLLM_CUTLASS,
     vllm_table.MARLIN: VLLM_MARLIN,
 }
+# Column order of the tables.
+BACKENDS = (TRITON_TUNED, TRITON_DEFAULT, TORCH_SCALED_MM, TORCH_CPU, *KERNEL_BACKENDS.values())
 # The verdicts' M ranges: decode is M <= 32, prefill M >= 2048.
 REGIMES: tuple[tuple[str, Callable[[int], bool]], ...] = (
     ("decode (M <= 32)", lambda M: M <= 32),
