@@ -162,10 +162,7 @@ def _say_vllm(out: Diagnosis) -> None:
     )
     here = _installed("triton")
     if spec and here and not SpecifierSet(spec).contains(here, prereleases=True):
-        out.reasons.append(
-            f"triton {here} is installed but vLLM {version} requires triton {spec}: tune "
-            "inside the serving image"
-        )
+        out.reasons.append(f"triton {here} is installed but vLLM {version} requires triton {spec}")
 
 
 def triton_needed() -> str | None:
