@@ -56,11 +56,14 @@ def _torch_scaled_mm(A, As, B, Bs, out_dtype, block_shape):
 
 def _torch_cpu_dequant(A, As, B, Bs, out_dtype, block_shape):
     """The interpreter's torch neighbour (not a vLLM kernel): both operands dequantized
-    blockwise (`dequantize`, float64) and multiplied in float32 on the CPU."""
-    from tuner.kernels.dense.workload import dequantize  # imports Triton: after the pin
+    blockwise to float32 and multiplied on the CPU."""
+    import torch
 
-    a = dequantize(A, As, (1, block_shape[1])).float()
-    return (a @ dequantize(B, Bs, block_shape).float().t()).to(out_dtype)
+    group_n, group_k = block_shape
+    a = A.float() * As.repeat_interleave(group_k, dim=1)[:, : A.shape[1]]
+    b_scale = Bs.repeat_interleave(group_n, dim=0).repeat_interleave(group_k, dim=1)
+    b = B.float() * b_scale[: B.shape[0], : B.shape[1]]
+    return torch.matmul(a, b.t()).to(out_dtype)
 
 
 def _vllm_ops() -> tuple[dict[str, LibraryKernel], dict[str, str]]:
