@@ -41,9 +41,7 @@ from tuner.search.registry import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 DEFAULT_M = ",".join(map(str, REQUIRED_M))
 MOpt = Annotated[str, typer.Option("--m", help="M values to time, comma-separated.")]
-RoundsOpt = Annotated[
-    int, typer.Option(min=2, max=10_000, help="Interleaved rounds (A B A B ...) per M.")
-]
+RoundsOpt = Annotated[int, typer.Option(min=2, max=10_000, help="Interleaved rounds per M.")]
 FixOpt = Annotated[
     bool, typer.Option(help="Sweep the slower or failed M, check again, then publish.")
 ]
