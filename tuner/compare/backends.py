@@ -198,16 +198,11 @@ class CandidateRunner(KernelRunner):
         kernel = self.library[candidate.backend]
         return kernel(inputs.A, inputs.As, B, Bs, self.out_dtype, block_shape)
 
-    def _launch(self, config, out):
+    def _launch_copy(self, config, copy: int, out: Any = None) -> Any:
         if config.config is not None:
-            return super()._launch(config.config, out=out)
-        return out.copy_(self._library(config, self.weights[0]))
-
-    def _launch_copy(self, config, copy: int) -> None:
-        if config.config is not None:
-            super()._launch_copy(config.config, copy)
-        else:
-            self._library(config, self.weights[copy])
+            return super()._launch_copy(config.config, copy, out)
+        result = self._library(config, self.weights[copy])
+        return result if out is None else out.copy_(result)
 
     def _ensure_copies(self, copies: int) -> None:
         """Clone the weights as KernelRunner does; then process every copy for each of vLLM's

@@ -146,7 +146,7 @@ class KernelRunner:
         torch = self._torch
         out = torch.full_like(self._timed_out, float("nan"))
         try:
-            self._launch(config, out=out)
+            self._launch_copy(config, 0, out)
             if self.on_gpu:
                 torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001 - every launch failure becomes a recorded trial
@@ -190,13 +190,10 @@ class KernelRunner:
         with self._torch.cuda.stream(self._stream):
             return sampler.sample_s() * 1e6
 
-    def _launch(self, config: KernelConfig, out):
-        return self.workload.launch(config, self.weights[0], out=out, out_dtype=self.out_dtype)
-
-    def _launch_copy(self, config: KernelConfig, copy: int) -> None:
-        self.workload.launch(
-            config, self.weights[copy], out=self._timed_out, out_dtype=self.out_dtype
-        )
+    def _launch_copy(self, config: KernelConfig, copy: int, out: Any = None) -> Any:
+        """One launch on weight copy `copy` into `out` (the timed output when None)."""
+        out = self._timed_out if out is None else out
+        return self.workload.launch(config, self.weights[copy], out=out, out_dtype=self.out_dtype)
 
     def _ensure_copies(self, copies: int) -> None:
         while len(self.weights) < copies:
