@@ -192,16 +192,12 @@ class CandidateRunner(KernelRunner):
             for name, kernel in library.items()
         }
 
-    def _library(self, candidate: versus.Candidate, weights):
-        B, Bs = weights
-        inputs, block_shape = self.workload, tuple(self.problem.block_shape or (128, 128))
-        kernel = self.library[candidate.backend]
-        return kernel(inputs.A, inputs.As, B, Bs, self.out_dtype, block_shape)
-
     def _launch_copy(self, config, copy: int, out: Any = None) -> Any:
         if config.config is not None:
             return super()._launch_copy(config.config, copy, out)
-        result = self._library(config, self.weights[copy])
+        inputs, block_shape = self.workload, tuple(self.problem.block_shape or (128, 128))
+        kernel = self.library[config.backend]
+        result = kernel(inputs.A, inputs.As, *self.weights[copy], self.out_dtype, block_shape)
         return result if out is None else out.copy_(result)
 
     def _ensure_copies(self, copies: int) -> None:
