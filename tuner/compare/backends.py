@@ -187,7 +187,7 @@ class CandidateRunner(KernelRunner):
         self, problem: Problem, *, device: str, library: Mapping[str, LibraryKernel], **options
     ) -> None:
         super().__init__(problem, device=device, **options)
-        self.library = {
+        self.library: dict[str, LibraryKernel] = {
             name: LayerKernel(kernel.kernel_class) if isinstance(kernel, LayerKernel) else kernel
             for name, kernel in library.items()
         }
