@@ -7,6 +7,7 @@ Triton, else the builtin (as `tuner sweep --kernel auto` resolves it)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import astuple, dataclass
 from typing import Annotated, Any
 
@@ -17,29 +18,13 @@ from tuner.cli.arguments import load_configs, parse_m_values
 from tuner.cli.devices import measuring_device, resolve_kernel_choice
 from tuner.cli.errors import fail
 from tuner.cli.export import AllowPartialOpt, AllowStaleOpt, publish_device
-from tuner.cli.options import (
-    ConfigsOpt,
-    DbOpt,
-    DeviceOpt,
-    ModelOpt,
-    OutDtypeOpt,
-    TpOpt,
-)
+from tuner.cli.options import ConfigsOpt, DbOpt, DeviceOpt, ModelOpt, OutDtypeOpt, TpOpt
 from tuner.cli.output import console, plain
 from tuner.cli.store import open_db, store_files
 from tuner.cli.sweep import _plan_and_run
 from tuner.cli.tables import Column, print_table
 from tuner.compare import versus
 from tuner.compare.backends import CandidateRunner, library_kernels
-from tuner.compare.versus import (
-    TRITON_DEFAULT,
-    TRITON_TUNED,
-    Candidate,
-    ComparePoint,
-    ShapeVerification,
-    Verdict,
-    shape_label,
-)
 from tuner.core import REQUIRED_M, ComparisonStatus, OutDtype
 from tuner.files.format import vllm_pick_key
 from tuner.files.merge import dense_key
@@ -56,42 +41,35 @@ from tuner.search.registry import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 DEFAULT_M = ",".join(map(str, REQUIRED_M))
 MOpt = Annotated[str, typer.Option("--m", help="M values to time, comma-separated.")]
-RoundsOpt = Annotated[
-    int, typer.Option(min=2, max=10_000, help="Interleaved rounds (A B A B ...) per M.")
-]
+RoundsOpt = Annotated[int, typer.Option(min=2, max=10_000, help="Interleaved rounds per M.")]
 FixOpt = Annotated[
-    bool,
-    typer.Option(
-        "--fix",
-        help="Tune the slower or failed M (a sweep of them, with `tuner sweep`'s default "
-        "search), check again, then publish.",
-    ),
+    bool, typer.Option(help="Sweep the slower or failed M, check again, then publish.")
 ]
 
 
-def _model(model: str, tp: int | None) -> ModelShapes:
-    """The model's shapes; a bad model exits 2 with one line."""
+def _or_fail(parse: Callable[..., Any], *args: Any) -> Any:
+    """`parse(*args)`; an unknown model or a bad value exits 2 with one line."""
     try:
-        return load_shapes(model, tp)
+        return parse(*args)
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc).strip("'\"")) from None
 
 
 @dataclass
 class _Bench:
-    """What one `tuner compare` or `tuner verify` times with: the store, the model, the device
-    (`measuring_device`'s: its vLLM key, runner and CUDA_VISIBLE_DEVICES entries), the out
-    dtype and the interleaved rounds; the Triton kernel is `--kernel auto`'s."""
+    """What one `tuner compare` or `tuner verify` times with: the model, the store of --db, the
+    device (`measuring_device`'s: its vLLM key, runner and CUDA_VISIBLE_DEVICES entries), the
+    out dtype and the interleaved rounds; the Triton kernel is `--kernel auto`'s."""
 
-    store: Any
-    url: str
     model_shapes: ModelShapes
-    device: tuple[str, Any, list[str | None]]
+    db: str | None
+    device: str
     out_dtype: str
     rounds: int
 
     def __post_init__(self) -> None:
-        self.device_name, self.runner, self.visible = self.device
+        self.url, self.store = open_db(self.db, must_exist=True)
+        self.device_name, self.runner, self.visible = measuring_device(self.store, self.device)
         self.kernel, self.kernel_label = resolve_kernel_choice("auto")
         self.block_shape = as_block_shape(self.model_shapes.block_shape)
         self.on = "cuda" if self.runner.on_gpu else "cpu"
@@ -132,14 +110,9 @@ def compare(
     marked *), then per M, for decode (M <= 32) and prefill (M >= 2048), whether tuned Triton
     beats vLLM's default; the run is stored (GET /devices/{device}/comparisons, the report).
     --device interpreter: CPU timings, to try the command, not to decide."""
-    model_shapes = _model(model, tp)
-    try:
-        m_values = parse_m_values(m)
-    except ValueError as exc:
-        raise fail(str(exc).strip("'\"")) from None
-    url, store = open_db(db, must_exist=True)
-    found = measuring_device(store, device)
-    run = _Compare(store, url, model_shapes, found, out_dtype.value, rounds)
+    model_shapes: ModelShapes = _or_fail(load_shapes, model, tp)
+    m_values = _or_fail(parse_m_values, m)
+    run = _Compare(model_shapes, db, device, out_dtype.value, rounds)
     run.record(run.all(m_values))
 
 
@@ -160,22 +133,22 @@ class _Compare(_Bench):
             for N, K in self.model_shapes.pairs()
         }
 
-    def point(self, N: int, K: int, M: int, configs) -> ComparePoint:
+    def point(self, N: int, K: int, M: int, configs) -> versus.ComparePoint:
         """One (N, K, M) timed: the config vLLM picks from `configs` (the shape's file; None:
         none), vLLM's default config and the library kernels."""
         default = get_family(DEFAULT_FAMILY).default_config(Shape(N, K, self.block_shape), M)
-        candidates = [Candidate(TRITON_DEFAULT, default)]
+        candidates = [versus.Candidate(versus.TRITON_DEFAULT, default)]
         missing = dict(self.unavailable)
         if configs:
             picked = KernelConfig.from_dict(configs[vllm_pick_key(configs, M)])
-            candidates.insert(0, Candidate(TRITON_TUNED, picked))
+            candidates.insert(0, versus.Candidate(versus.TRITON_TUNED, picked))
         else:
-            missing[TRITON_TUNED] = "no file for this shape in the store"
-        candidates += [Candidate(name) for name in self.library]
+            missing[versus.TRITON_TUNED] = "no file for this shape in the store"
+        candidates += [versus.Candidate(name) for name in self.library]
         runner = self.make_runner(N, K, M, self.library)
         return versus.compare_point((N, K, M), runner, candidates, missing, rounds=self.rounds)
 
-    def all(self, m_values) -> list[ComparePoint]:
+    def all(self, m_values) -> list[versus.ComparePoint]:
         """Every (shape, M) with the dense files of this device (partial ones too); each
         shape's table as it ends."""
         tuned = {
@@ -193,7 +166,7 @@ class _Compare(_Bench):
             plain(f"not timed: {name}: {reason}")
         return points
 
-    def record(self, points: list[ComparePoint]) -> None:
+    def record(self, points: list[versus.ComparePoint]) -> None:
         """The verdict on `--linear-backend triton` against vLLM's default, printed and stored
         with every point."""
         lines = versus.flag_lines(points, self.defaults)
@@ -214,7 +187,7 @@ class _Compare(_Bench):
 
 
 def _print_shape(
-    N: int, K: int, points: list[ComparePoint], unit: str, default: str | None
+    N: int, K: int, points: list[versus.ComparePoint], unit: str, default: str | None
 ) -> None:
     """One shape's table, each column headed by its kernel's one name; vLLM's default kernel's
     (`default`, its class name) gets a *."""
@@ -231,8 +204,8 @@ def _print_shape(
     print_table(console, columns, rows, title=f"N={N},K={K}, latency_us, {unit}")
     if marked in shown:
         plain(f"* vLLM's default kernel here: {default} (from {TABLE})")
-    notes = {p.M: t.note for p in points for t in p.times if t.backend == TRITON_TUNED}
-    plain(f"{TRITON_TUNED}: " + "; ".join(f"M={M} {note}" for M, note in notes.items()))
+    notes = {p.M: t.note for p in points for t in p.times if t.backend == versus.TRITON_TUNED}
+    plain(f"{versus.TRITON_TUNED}: " + "; ".join(f"M={M} {note}" for M, note in notes.items()))
     for point in points:
         for time in point.times:
             if time.status is ComparisonStatus.FAILED:
@@ -261,31 +234,27 @@ def verify(
 
     Exit codes: 0 every M ok; 1 some M slower or failed (named on stderr); 2 bad input
     (unknown model or device, no file to check); 130 interrupted."""
-    model_shapes = _model(model, tp)
+    model_shapes: ModelShapes = _or_fail(load_shapes, model, tp)
     for name in [name for name in model_shapes.groups if name != DEFAULT_FAMILY]:
         title = get_family(name).report.short_title or name
         plain(f"note: {title} files are not verified yet ({model_shapes.family_label(name)})")
     candidates = load_configs(configs)
     if not model_shapes.of(DEFAULT_FAMILY):
         return
-    url, store = open_db(db, must_exist=True)
-    found = measuring_device(store, device)
-    allow = (allow_stale, allow_partial)
-    run = _Verify(store, url, model_shapes, found, out_dtype.value, rounds, allow, candidates)
+    run = _Verify(
+        model_shapes, db, device, out_dtype.value, rounds, allow_stale, allow_partial, candidates
+    )
     results = run.check(None, f"on {run.device_name}")
     plain(versus.summary_line(results))
     if fix:
         results = run.fix(results)
     offending = "; ".join(
-        f"{shape_label(r.N, r.K)} M={', '.join(map(str, r.offending))}"
+        f"{versus.shape_label(r.N, r.K)} M={', '.join(map(str, r.offending))}"
         for r in results
         if r.offending
     )
     if offending:
-        hint = "" if fix else "; `--fix` tunes these M values"
-        raise fail(
-            f"vLLM's pick is slower than its default config or failed at {offending}{hint}", 1
-        )
+        raise fail(f"vLLM's pick is slower than its default config or failed at {offending}", 1)
 
 
 @dataclass
@@ -293,14 +262,15 @@ class _Verify(_Bench):
     """One `tuner verify`: which files it reads (--allow-stale, --allow-partial) and the
     --configs that --fix's sweeps search."""
 
-    allow: tuple[bool, bool] = (False, False)
+    allow_stale: bool = False
+    allow_partial: bool = False
     configs: tuple | None = None
 
     def check(self, only: set[tuple[int, int]] | None, title: str):
         """The results of the device's files now (shapes without a file said in a line each), each
         shape checked by `tuner.compare.versus.verify_shape`, with a table per shape. No file to
         check exits 2; an interrupt exits 130."""
-        read = self.files(*self.allow)
+        read = self.files(self.allow_stale, self.allow_partial)
         try:
             planned, missing = versus.plan(
                 self.model_shapes, read.explained(), read.view.grids, only
@@ -311,7 +281,7 @@ class _Verify(_Bench):
         results = []
         try:
             for s in planned:
-                label = shape_label(s.shape.N, s.shape.K)
+                label = versus.shape_label(s.shape.N, s.shape.K)
                 keys = ", ".join(map(str, s.configs))
                 plain(f"{label}: keys {keys}; checking {len(s.m_points)} M values")
                 result = versus.verify_shape(
@@ -325,7 +295,7 @@ class _Verify(_Bench):
             plain(line)
         return results
 
-    def fix(self, results: list[ShapeVerification]) -> list[ShapeVerification]:
+    def fix(self, results: list[versus.ShapeVerification]) -> list[versus.ShapeVerification]:
         """`--fix`: a sweep of each shape's offending M (`tune`), the shapes it touched checked
         again in full (new keys bring new midpoints), then the device's files published as its
         next release (what a fleet downloads next); the latest result of every shape."""
@@ -336,13 +306,12 @@ class _Verify(_Bench):
             again = self.check(set(offending), "after --fix")
             latest.update({(r.N, r.K): r for r in again})
             plain("after --fix: " + versus.summary_line(again))
-        stale, partial = self.allow
         publish_device(
             self.store,
             self.device_name,
             reason="verify --fix",
-            allow_stale=stale,
-            allow_partial=partial,
+            allow_stale=self.allow_stale,
+            allow_partial=self.allow_partial,
             out_dtype=self.out_dtype,
         )
         return list(latest.values())
@@ -366,11 +335,11 @@ class _Verify(_Bench):
                 kernel=self.kernel,
                 kernel_label=self.kernel_label,
             )
-            what = f"--fix of {shape_label(N, K)}"
+            what = f"--fix of {versus.shape_label(N, K)}"
             _plan_and_run(self.store, self.url, request, what, self.runner, self.visible)
 
 
-def print_shape_table(result: ShapeVerification, title: str) -> None:
+def print_shape_table(result: versus.ShapeVerification, title: str) -> None:
     """One row per checked M: vLLM's key and config there, both medians, speedup, verdict."""
 
     names = ("M", "key", "config", "chosen_us", "default_us", "noise_us", "speedup", "verdict")
@@ -378,7 +347,10 @@ def print_shape_table(result: ShapeVerification, title: str) -> None:
         Column(name, text=name in ("config", "verdict"), optional=name == "noise_us")
         for name in names
     ]
-    verdicts = {Verdict.FAILED: "[red]failed[/red]: {}", Verdict.SLOWER: "[red]slower[/red]"}
+    verdicts = {
+        versus.Verdict.FAILED: "[red]failed[/red]: {}",
+        versus.Verdict.SLOWER: "[red]slower[/red]",
+    }
     rows = [
         [
             str(point.M),

@@ -27,28 +27,13 @@ from tuner.kernels.gpus import known_capability
 from tuner.kernels.registry import FAMILIES
 from tuner.kernels.serving import Asked, Diagnosis
 from tuner.kernels.source import PLACEHOLDER_FIX, vllm_triton_problem, vllm_version
-from tuner.kernels.vllm_table import (
-    ARCH_BACKENDS,
-    TRITON_FLAG,
-    VLLM_VERSION,
-    arch_of,
-    capability_number,
-)
+from tuner.kernels.vllm_table import ARCH_BACKENDS, TRITON_FLAG, arch_of, capability_number
 from tuner.run import gpus as run_gpus
 
-ArchOpt = Annotated[
-    str | None, typer.Option(help="sm89, sm90, sm100 or sm120 [default: the visible GPU's].")
-]
-DeviceOpt = Annotated[
-    str | None,
-    typer.Option(help="GPU model vLLM serves on (L20, H200) [default: the visible GPU]."),
-]
-LinearBackendOpt = Annotated[
-    str | None, typer.Option(help="The server's --linear-backend (triton reads the dense files).")
-]
-ModelOpt = Annotated[
-    str | None, typer.Option(help="Model key (`tuner shapes list`): vLLM's choice per shape.")
-]
+ArchOpt = Annotated[str | None, typer.Option(help="sm89, sm90, sm100 or sm120 [default: GPU 0's].")]
+DeviceOpt = Annotated[str | None, typer.Option(help="GPU model vLLM serves on [default: GPU 0].")]
+LinearBackendOpt = Annotated[str | None, typer.Option(help="The server's --linear-backend.")]
+ModelOpt = Annotated[str | None, typer.Option(help="Model key: vLLM's choice per shape.")]
 
 
 def doctor(
@@ -101,10 +86,7 @@ def _findings(
         f"{versions.get('triton') or 'not installed'}, CUDA {versions.get('cuda') or 'none'}"
     )
     if arch is None:
-        out.reasons.append(
-            "no GPU visible, no --arch and no --device of a known GPU model: say "
-            "which GPU vLLM serves on"
-        )
+        out.reasons.append("no GPU visible, no --arch and no --device of a known GPU model")
         return out
     _say_vllm(out)
     advise(out, arch, asked, triton)
@@ -151,11 +133,7 @@ def advise(
         if family.advice:
             family.advice(out, asked)
     if not out.helps:
-        out.reasons.append(
-            f"vLLM on {arch} reads no tuned file with default settings; "
-            f"start it with {TRITON_FLAG} (and pass --linear-backend triton "
-            "here) if tuner compare shows Triton wins"
-        )
+        out.reasons.append(f"vLLM on {arch} reads no tuned file unless started with {TRITON_FLAG}")
 
 
 def _say_vllm(out: Diagnosis) -> None:
@@ -163,10 +141,7 @@ def _say_vllm(out: Diagnosis) -> None:
     that is not the installed one."""
     version = vllm_version()
     if version is None:
-        out.lines.append(
-            "vLLM: not importable here; a sweep here times the builtin kernels (copies of "
-            f"vLLM {VLLM_VERSION}'s); run `tuner doctor` in the serving image to check its vLLM"
-        )
+        out.lines.append("vLLM: not importable here; a sweep here times the builtin kernels")
         return
     problem = vllm_triton_problem()
     spec = triton_needed()
@@ -182,10 +157,7 @@ def _say_vllm(out: Diagnosis) -> None:
     )
     here = _installed("triton")
     if spec and here and not SpecifierSet(spec).contains(here, prereleases=True):
-        out.reasons.append(
-            f"triton {here} is installed but vLLM {version} requires triton {spec}: tune "
-            "inside the serving image"
-        )
+        out.reasons.append(f"triton {here} is installed but vLLM {version} requires triton {spec}")
 
 
 def triton_needed() -> str | None:

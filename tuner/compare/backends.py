@@ -23,14 +23,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tuner.compare.versus import (
-    TORCH_CPU,
-    TORCH_SCALED_MM,
-    VLLM_CUTLASS,
-    VLLM_DEEPGEMM,
-    VLLM_MARLIN,
-    Candidate,
-)
+from tuner.compare import versus
 from tuner.core import error_line
 from tuner.kernels.serving import block_fp8_layer_config
 from tuner.kernels.vllm_table import MARLIN
@@ -83,7 +76,7 @@ def _vllm_ops() -> tuple[dict[str, LibraryKernel], dict[str, str]]:
         from vllm.utils.deep_gemm import fp8_gemm_nt
     except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
         why = f"vLLM not importable here ({error_line(exc)})"
-        return {}, dict.fromkeys((VLLM_DEEPGEMM, VLLM_CUTLASS), why)
+        return {}, dict.fromkeys((versus.VLLM_DEEPGEMM, versus.VLLM_CUTLASS), why)
 
     def cutlass(A, As, B, Bs, out_dtype, block_shape):
         return ops.cutlass_scaled_mm(A, B.t(), out_dtype=out_dtype, scale_a=As, scale_b=Bs.t())
@@ -93,7 +86,7 @@ def _vllm_ops() -> tuple[dict[str, LibraryKernel], dict[str, str]]:
         fp8_gemm_nt((A, As), (B, Bs), out)
         return out
 
-    return {VLLM_CUTLASS: cutlass, VLLM_DEEPGEMM: deepgemm}, {}
+    return {versus.VLLM_CUTLASS: cutlass, versus.VLLM_DEEPGEMM: deepgemm}, {}
 
 
 def _marlin(block_shape: tuple[int, int]) -> LayerKernel | str:
@@ -118,16 +111,18 @@ def library_kernels(
     kernels: dict[str, LibraryKernel]
     if device == "cpu":
         why = "CPU run: the GPU kernels are not timed"
-        kernels = {TORCH_CPU: _torch_cpu_dequant}
-        unavailable = dict.fromkeys((TORCH_SCALED_MM, VLLM_DEEPGEMM, VLLM_CUTLASS), why)
+        kernels = {versus.TORCH_CPU: _torch_cpu_dequant}
+        unavailable = dict.fromkeys(
+            (versus.TORCH_SCALED_MM, versus.VLLM_DEEPGEMM, versus.VLLM_CUTLASS), why
+        )
     else:
         kernels, unavailable = _vllm_ops()
-        kernels[TORCH_SCALED_MM] = _torch_scaled_mm
+        kernels[versus.TORCH_SCALED_MM] = _torch_scaled_mm
     marlin = _marlin(block_shape)
     if isinstance(marlin, str):
-        unavailable[VLLM_MARLIN] = marlin
+        unavailable[versus.VLLM_MARLIN] = marlin
     else:
-        kernels[VLLM_MARLIN] = marlin
+        kernels[versus.VLLM_MARLIN] = marlin
     return kernels, unavailable
 
 
@@ -135,17 +130,13 @@ class LayerKernel:
     """A vLLM linear-kernel class as a library kernel: per weight copy B a layer is built and
     the class's `process_weights_after_loading` runs on it (`prepare`, untimed); the
     activations x = A * As (dequantized, in out_dtype: what the layer receives in serving) are
-    made once per A; a call then runs `apply_weights(layer, x)` only. `fresh()` per problem."""
+    made once; a call then runs `apply_weights(layer, x)` only. One per CandidateRunner."""
 
     def __init__(self, kernel_class) -> None:
         self.kernel_class = kernel_class
         self._layers: dict[int, tuple[Any, Any, Any]] = {}  # id(B) -> (kernel, layer, B)
-        self._x: tuple[Any, Any] | None = None
+        self._x: Any = None
         self._vllm_config: Any = None
-
-    def fresh(self) -> LayerKernel:
-        """A copy with no prepared layers."""
-        return LayerKernel(self.kernel_class)
 
     def prepare(self, B, Bs, out_dtype) -> None:
         """Build and process the layer of weight copy B [N, K] fp8, Bs fp32 (untimed)."""
@@ -173,12 +164,13 @@ class LayerKernel:
         self._layers[id(B)] = (kernel, layer, B)  # B held: its id is not reused meanwhile
 
     def activations(self, A, As, out_dtype):
-        """x [M, K] in out_dtype: A dequantized with its per-(1 x group_k) scales As."""
-        if self._x is None or self._x[0] is not A:
+        """x [M, K] in out_dtype: A (the runner's one) dequantized with its per-(1 x group_k)
+        scales As, made on the first call."""
+        if self._x is None:
             group_k = -(-A.shape[1] // As.shape[1])
             x = A.float() * As.repeat_interleave(group_k, dim=1)[:, : A.shape[1]]
-            self._x = (A, x.to(out_dtype))
-        return self._x[1]
+            self._x = x.to(out_dtype)
+        return self._x
 
     def __call__(self, A, As, B, Bs, out_dtype, block_shape):
         self.prepare(B, Bs, out_dtype)
@@ -195,27 +187,18 @@ class CandidateRunner(KernelRunner):
         self, problem: Problem, *, device: str, library: Mapping[str, LibraryKernel], **options
     ) -> None:
         super().__init__(problem, device=device, **options)
-        self.library = {
-            name: kernel.fresh() if isinstance(kernel, LayerKernel) else kernel
+        self.library: dict[str, LibraryKernel] = {
+            name: LayerKernel(kernel.kernel_class) if isinstance(kernel, LayerKernel) else kernel
             for name, kernel in library.items()
         }
 
-    def _library(self, candidate: Candidate, weights):
-        B, Bs = weights
+    def _launch_copy(self, config, copy: int, out: Any = None) -> Any:
+        if config.config is not None:
+            return super()._launch_copy(config.config, copy, out)
         inputs, block_shape = self.workload, tuple(self.problem.block_shape or (128, 128))
-        kernel = self.library[candidate.backend]
-        return kernel(inputs.A, inputs.As, B, Bs, self.out_dtype, block_shape)
-
-    def _launch(self, config, out):
-        if config.config is not None:
-            return super()._launch(config.config, out=out)
-        return out.copy_(self._library(config, self.weights[0]))
-
-    def _launch_copy(self, config, copy: int) -> None:
-        if config.config is not None:
-            super()._launch_copy(config.config, copy)
-        else:
-            self._library(config, self.weights[copy])
+        kernel = self.library[config.backend]
+        result = kernel(inputs.A, inputs.As, *self.weights[copy], self.out_dtype, block_shape)
+        return result if out is None else out.copy_(result)
 
     def _ensure_copies(self, copies: int) -> None:
         """Clone the weights as KernelRunner does; then process every copy for each of vLLM's

@@ -43,22 +43,14 @@ TORCH_CPU = "torch-dequant-cpu"  # dequantize + matmul on the CPU (the interpret
 VLLM_DEEPGEMM = "vllm-deepgemm"
 VLLM_CUTLASS = "vllm-cutlass"
 VLLM_MARLIN = "vllm-marlin"
-# Column order of the tables.
-BACKENDS = (
-    TRITON_TUNED,
-    TRITON_DEFAULT,
-    TORCH_SCALED_MM,
-    TORCH_CPU,
-    VLLM_DEEPGEMM,
-    VLLM_CUTLASS,
-    VLLM_MARLIN,
-)
 # vLLM 0.33.0 class name (kernels/linear/scaled_mm/*.py) -> the kernel name that times it.
 KERNEL_BACKENDS = {
     vllm_table.DEEPGEMM: VLLM_DEEPGEMM,
     vllm_table.CUTLASS: VLLM_CUTLASS,
     vllm_table.MARLIN: VLLM_MARLIN,
 }
+# Column order of the tables.
+BACKENDS = (TRITON_TUNED, TRITON_DEFAULT, TORCH_SCALED_MM, TORCH_CPU, *KERNEL_BACKENDS.values())
 # The verdicts' M ranges: decode is M <= 32, prefill M >= 2048.
 REGIMES: tuple[tuple[str, Callable[[int], bool]], ...] = (
     ("decode (M <= 32)", lambda M: M <= 32),
@@ -216,9 +208,6 @@ def flag_lines(
 # bench/interpreter_noise.py (A/A gap of one config's medians): the largest gap, 14.4% on 2 busy
 # cores (results/interpreter_noise_20261201T223042Z.json), doubled and rounded.
 INTERPRETER_NOISE_FLOOR = 0.3
-# (N, K, M) -> a runner with check(candidate) -> TrialResult and sample_us(candidate) -> float
-# (tuner.compare.backends.CandidateRunner on a device or the interpreter).
-RunnerFactory = Callable[[int, int, int], Any]
 
 
 def shape_label(N: int, K: int) -> str:
@@ -277,11 +266,10 @@ class PointResult:
 
 @dataclass(frozen=True)
 class ShapeVerification:
-    """Every checked M of one (N, K, block_shape) file."""
+    """Every checked M of one (N, K) dense file."""
 
     N: int
     K: int
-    block_shape: tuple[int, int] | None
     points: tuple[PointResult, ...]
 
     @property
@@ -315,14 +303,16 @@ class PlannedShape:
 
 def verify_shape(
     planned: PlannedShape,
-    make_runner: RunnerFactory,
+    make_runner: Callable[[int, int, int], Any],
     *,
     family: str = DEFAULT_FAMILY,
     rounds: int = RETIME_ROUNDS,
     noise_floor: float = 0.0,
 ) -> ShapeVerification:
     """Time, at each M of the planned `m_points`, the config vLLM runs from the shape's file
-    (`configs`: M key -> vLLM's six keys) against the family's default config at that M.
+    (`configs`: M key -> vLLM's six keys) against the family's default config at that M;
+    `make_runner(N, K, M)`: a runner with `check` and `sample_us` of a Candidate
+    (`tuner.compare.backends.CandidateRunner` on a device or the interpreter).
     Where the pick is the default nothing runs; otherwise `tuner compare`'s `compare_point`
     checks both against the float64 reference with a runner for (N, K, M) (a wrong result, a
     failed launch or timing is FAILED) and times them interleaved, and `judge` decides.
@@ -355,7 +345,7 @@ def verify_shape(
         )
 
     results = tuple(point(M) for M in planned.m_points)
-    return ShapeVerification(shape.N, shape.K, shape.block_shape, results)
+    return ShapeVerification(shape.N, shape.K, results)
 
 
 def plan(

@@ -140,7 +140,6 @@ def compile_job(job: CompileJob) -> CompileInfo:
     same config and specialization computes. A compiler error is returned in `error`."""
     import torch
 
-    family = get_family(job.family)
     if "TRITON_ALWAYS_COMPILE" in os.environ:
         os.environ["TRITON_ALWAYS_COMPILE"] = "1" if job.need_info else "0"
     log = io.StringIO()
@@ -148,7 +147,7 @@ def compile_job(job: CompileJob) -> CompileInfo:
     shared = registers = spills = error = None
     try:
         with contextlib.redirect_stdout(log):
-            kernel = family.compile_for_target(
+            kernel = get_family(job.family).compile_for_target(
                 job.config,
                 job.arch,
                 shape=job.shape,
@@ -182,11 +181,10 @@ def compile_infos(
     shape: Shape,
     out_dtype: str,
     family: str = DEFAULT_FAMILY,
-    workers: int | None = None,
     pool: ProcessPoolExecutor | None = None,
 ) -> dict[KernelConfig, CompileInfo]:
     """CompileInfo of every config for `arch`, each compiled at the launch of (shape, its M in
-    `firsts`) in `pool` (one of `workers` processes is made when None). No GPU needed.
+    `firsts`) in `pool` (a `compile_pool()` is made when None). No GPU needed.
 
     Raises:
         ValueError: an architecture without known limits.
@@ -195,7 +193,7 @@ def compile_infos(
         known = ", ".join(f"sm{a}" for a in MAX_SHARED_BYTES)
         raise ValueError(f"no resource limits known for sm{arch}; known: {known}")
     jobs = [CompileJob(c, arch, shape, M, out_dtype, family) for c, M in firsts.items()]
-    executor = pool or compile_pool(workers)
+    executor = pool or compile_pool()
     try:
         return {info.config: info for info in executor.map(compile_job, jobs)}
     finally:

@@ -146,7 +146,7 @@ class KernelRunner:
         torch = self._torch
         out = torch.full_like(self._timed_out, float("nan"))
         try:
-            self._launch(config, out=out)
+            self._launch_copy(config, 0, out)
             if self.on_gpu:
                 torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001 - every launch failure becomes a recorded trial
@@ -180,10 +180,8 @@ class KernelRunner:
         Raises:
             Exception: whatever launching or capturing raises (`evaluate` records it).
         """
-        sampler = self._sampler(config)
-        with self._torch.cuda.stream(self._stream):
-            samples = [sampler.sample_s() * 1e6 for _ in range(sampler.plan.samples)]
-        return noise.percentiles(samples)
+        samples = self._sampler(config).plan.samples
+        return noise.percentiles([self.sample_us(config) for _ in range(samples)])
 
     def sample_us(self, config: KernelConfig) -> float:
         """One more sample (microseconds per launch) of a config that passed `check`, for the
@@ -192,13 +190,10 @@ class KernelRunner:
         with self._torch.cuda.stream(self._stream):
             return sampler.sample_s() * 1e6
 
-    def _launch(self, config: KernelConfig, out):
-        return self.workload.launch(config, self.weights[0], out=out, out_dtype=self.out_dtype)
-
-    def _launch_copy(self, config: KernelConfig, copy: int) -> None:
-        self.workload.launch(
-            config, self.weights[copy], out=self._timed_out, out_dtype=self.out_dtype
-        )
+    def _launch_copy(self, config: KernelConfig, copy: int, out: Any = None) -> Any:
+        """One launch on weight copy `copy` into `out` (the timed output when None)."""
+        out = self._timed_out if out is None else out
+        return self.workload.launch(config, self.weights[copy], out=out, out_dtype=self.out_dtype)
 
     def _ensure_copies(self, copies: int) -> None:
         while len(self.weights) < copies:
@@ -439,10 +434,8 @@ class ReplayRunner(Runner):
 RunnerFactory = Callable[..., Runner]
 
 
-def _replay(*, device_name: str, landscape: str | None = None, **_: object) -> Runner:
-    if landscape is None:
-        raise ValueError("the replay runner needs a landscape file")
-    return ReplayRunner(str(landscape), device_name)
+def _replay(*, device_name: str, landscape: str, **_: object) -> Runner:
+    return ReplayRunner(landscape, device_name)
 
 
 # A runner's name -> the factory of its runner, called as `factory(device_name=...,
@@ -464,14 +457,10 @@ def make_runner(
     Args:
         name: "cuda", "interpreter" or "replay" (or a name added to `RUNNERS`).
         device_name: vLLM's key of the device measured on (`tuner.inputs.devices`).
-        landscape: the landscape file a replay answers from.
+        landscape: the landscape file a replay answers from (`tuner.cli.devices` names the
+            replay runner only with one).
         interpreter_reps: timed calls per trial on the interpreter.
-
-    Raises:
-        ValueError: an unknown name, or a replay without a landscape.
     """
-    if name not in RUNNERS:
-        raise ValueError(f"unknown runner {name!r} (known: {', '.join(sorted(RUNNERS))})")
     return RUNNERS[name](
         device_name=device_name, landscape=landscape, interpreter_reps=interpreter_reps
     )

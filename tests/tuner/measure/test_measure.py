@@ -37,10 +37,10 @@ SMALL = KernelConfig(16, 64, 64, 1, 4, 2)
 def test_an_invalid_config_an_unwritten_output_or_a_launch_that_raises_is_recorded():
     runner = KernelRunner(PROBLEM, device="cpu")
 
-    def writes_half(config, out=None):  # rows 0 and 1 of M = 5
+    def writes_half(config, copy, out=None):  # rows 0 and 1 of M = 5
         out[:2] = runner.reference[:2].to(out.dtype)
 
-    def boom(config, out=None):
+    def boom(config, copy, out=None):
         raise RuntimeError("CUDA error: an illegal memory access\nwas encountered")
 
     cases = [
@@ -59,7 +59,7 @@ def test_an_invalid_config_an_unwritten_output_or_a_launch_that_raises_is_record
         ),
     ]
     for config, launch, status, error in cases:
-        runner._launch = launch
+        runner._launch_copy = launch
         result = runner.evaluate(config)
         assert (result.status, result.error, result.latency_us) == (status, error, None)
 
@@ -114,10 +114,11 @@ def test_interpreter_timing_rotates_real_weight_copies(monkeypatch):
     real_launch = runner._launch_copy
     outputs = []
 
-    def launch_and_tick(config, copy):
-        real_launch(config, copy)
-        outputs.append(runner._timed_out.clone())
-        clock.launched(copy)
+    def launch_and_tick(config, copy, out=None):
+        real_launch(config, copy, out)
+        if out is None:  # a timed launch; the check writes into an output of its own
+            outputs.append(runner._timed_out.clone())
+            clock.launched(copy)
 
     monkeypatch.setattr(runner, "_launch_copy", launch_and_tick)
     result = runner.evaluate(default_config())
@@ -243,12 +244,6 @@ def test_each_name_parses_into_its_runner_which_pickles_for_spawn():
     assert make_runner("cuda", device_name="NVIDIA_H200") == GPU
     assert make_runner("interpreter", device_name="TRITON_INTERPRETER", interpreter_reps=4) == CPU
     assert make_runner("replay", device_name="NVIDIA_H100", landscape="l.json") == REPLAY
-    with pytest.raises(
-        ValueError, match=r"unknown runner 'rocm' \(known: cuda, interpreter, replay\)"
-    ):
-        make_runner("rocm", device_name="x")
-    with pytest.raises(ValueError, match="the replay runner needs a landscape file"):
-        make_runner("replay", device_name="x")
     for runner in (GPU, CPU, REPLAY):
         assert isinstance(runner, Runner) and pickle.loads(pickle.dumps(runner)) == runner
 

@@ -21,16 +21,9 @@ from tuner.kernels.dense.workload import FP8_MAX, dequantize
 from tuner.kernels.interpreter import fix_interpreter_index
 from tuner.kernels.moe.family import VLLM_MOE
 from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm
-from tuner.kernels.moe.space import (
-    max_padded_slots,
-    uses_naive_assignment,
-)
+from tuner.kernels.moe.space import max_padded_slots, uses_naive_assignment
 from tuner.kernels.shape import Shape
-from tuner.kernels.target import (
-    DEFAULT_TORCH_DTYPE,
-    captured,
-    compile_call,
-)
+from tuner.kernels.target import DEFAULT_TORCH_DTYPE, captured, compile_call
 
 # Weight scales are drawn uniform in [SCALE_LOW, SCALE_HIGH); see MoeWorkload.make.
 SCALE_LOW = 1e-2
@@ -159,7 +152,7 @@ def vllm_moe_gemm(
     default None; compute_type
     C's Triton dtype). `module`: vLLM's fused_moe module (`tuner.kernels.moe.family.VLLM_MOE`'s).
     Returns C."""
-    A, A_scale, B, B_scale, C, topk_weights, sorted_ids, expert_ids, padded = operands
+    A, A_scale, B, B_scale, C, *routing = operands
     compute_type = tl.bfloat16 if C.dtype == torch.bfloat16 else tl.float16
     fix_interpreter_index()  # Triton < 3.8's interpreter under numpy >= 2.4 only
     importlib.import_module(module).dispatch_fused_moe_kernel(
@@ -169,10 +162,7 @@ def vllm_moe_gemm(
         A_scale,
         B_scale,
         None,
-        topk_weights,
-        sorted_ids,
-        expert_ids,
-        padded,
+        *routing,
         mul_routed_weight,
         top_k,
         dict(config),
