@@ -18,7 +18,14 @@ from tuner.cli.arguments import load_configs, parse_m_values
 from tuner.cli.devices import measuring_device, resolve_kernel_choice
 from tuner.cli.errors import fail
 from tuner.cli.export import AllowPartialOpt, AllowStaleOpt, publish_device
-from tuner.cli.options import ConfigsOpt, DbOpt, DeviceOpt, ModelOpt, OutDtypeOpt, TpOpt
+from tuner.cli.options import (
+    ConfigsOpt,
+    DbOpt,
+    DeviceOpt,
+    ModelOpt,
+    OutDtypeOpt,
+    TpOpt,
+)
 from tuner.cli.output import console, plain
 from tuner.cli.store import open_db, store_files
 from tuner.cli.sweep import _plan_and_run

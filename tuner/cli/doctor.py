@@ -27,7 +27,12 @@ from tuner.kernels.gpus import known_capability
 from tuner.kernels.registry import FAMILIES
 from tuner.kernels.serving import Asked, Diagnosis
 from tuner.kernels.source import PLACEHOLDER_FIX, vllm_triton_problem, vllm_version
-from tuner.kernels.vllm_table import ARCH_BACKENDS, TRITON_FLAG, arch_of, capability_number
+from tuner.kernels.vllm_table import (
+    ARCH_BACKENDS,
+    TRITON_FLAG,
+    arch_of,
+    capability_number,
+)
 from tuner.run import gpus as run_gpus
 
 ArchOpt = Annotated[str | None, typer.Option(help="sm89, sm90, sm100 or sm120 [default: GPU 0's].")]

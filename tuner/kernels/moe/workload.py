@@ -21,9 +21,16 @@ from tuner.kernels.dense.workload import FP8_MAX, dequantize
 from tuner.kernels.interpreter import fix_interpreter_index
 from tuner.kernels.moe.family import VLLM_MOE
 from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm
-from tuner.kernels.moe.space import max_padded_slots, uses_naive_assignment
+from tuner.kernels.moe.space import (
+    max_padded_slots,
+    uses_naive_assignment,
+)
 from tuner.kernels.shape import Shape
-from tuner.kernels.target import DEFAULT_TORCH_DTYPE, captured, compile_call
+from tuner.kernels.target import (
+    DEFAULT_TORCH_DTYPE,
+    captured,
+    compile_call,
+)
 
 # Weight scales are drawn uniform in [SCALE_LOW, SCALE_HIGH); see MoeWorkload.make.
 SCALE_LOW = 1e-2
