@@ -2,8 +2,8 @@
 # Make what bench/gpu_check.sh needs on a GPU check host without a package registry, in the
 # repo root; copy both folders to the host beside the repository:
 #   .whl/      the wheels of the project's own dependencies (pyproject.toml [project]
-#              dependencies, resolved with their dependencies by pip for that machine's Python 3.12
-#              on x86-64), less numpy (the host has numpy 2.5.2;
+#              dependencies, resolved with their dependencies by pip for Python 3.11, the oldest
+#              the project supports, and downloaded for that machine's Python 3.12 on x86-64), less numpy (the host has numpy 2.5.2;
 #              torch and triton are there too and are not core dependencies); old wheels cleared
 #              first, so there is one version of each (two abort the whole install).
 #   .whl/pins.txt  name==version of every carried wheel: the resolution, kept with the wheels.
@@ -28,25 +28,31 @@ for ignored in /.whl/ /.whl-py311/ /.shipped/; do
 done
 mkdir -p "$WHEEL_DIR"
 rm -f "$WHEEL_DIR"/*.whl "$WHEEL_DIR"/pins.txt
-download() {
-  python3 -m pip download -q --only-binary=:all: --python-version "$WHEEL_PY" \
-    --implementation cp "${PLATFORMS[@]}" -d "$WHEEL_DIR" "$@"
+download() {  # into folder $1 for Python $2, then pip's arguments
+  local folder=$1 python=$2; shift 2
+  python3 -m pip download -q --only-binary=:all: --python-version "$python" \
+    --implementation cp "${PLATFORMS[@]}" -d "$folder" "$@"
 }
-if [ -n "$PINS" ]; then
-  download --no-deps -r "$PINS"
-else
-  # The project's own requirement list, read from its metadata (never a hand-kept list).
-  requirements=$(mktemp)
+pins() {  # name==version of each wheel in folder $1 (PEP 427: {name}-{version}-...)
+  for wheel in "$1"/*.whl; do
+    base=$(basename "$wheel"); echo "${base%%-*}==$(echo "$base" | cut -d- -f2)"
+  done | sort
+}
+if [ -z "$PINS" ]; then
+  # The project's own requirement list, read from its metadata (never a hand-kept list),
+  # resolved for the oldest Python it supports (requires-python >= 3.11): a newer release may
+  # drop that Python's wheels, and the pins must install on 3.11 and 3.12 alike.
+  resolved=$(mktemp -d)
   python3 -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))\
-['project']['dependencies']))" > "$requirements"
-  download -r "$requirements"
-  rm -f "$requirements"
+['project']['dependencies']))" > "$resolved/requirements.txt"
+  download "$resolved" 3.11 -r "$resolved/requirements.txt"
+  PINS="$resolved/pins.txt"
+  pins "$resolved" > "$PINS"
 fi
+download "$WHEEL_DIR" "$WHEEL_PY" --no-deps -r "$PINS"
+rm -rf "${resolved:-}"
 for name in $PROVIDED; do rm -f "$WHEEL_DIR/$name"-[0-9]*.whl; done
-# name==version from each wheel's file name (PEP 427: {name}-{version}-...).
-for wheel in "$WHEEL_DIR"/*.whl; do
-  base=$(basename "$wheel"); echo "${base%%-*}==$(echo "$base" | cut -d- -f2)"
-done | sort > "$WHEEL_DIR/pins.txt"
+pins "$WHEEL_DIR" > "$WHEEL_DIR/pins.txt"
 dupes=$(cut -d= -f1 "$WHEEL_DIR/pins.txt" | tr 'A-Z-' 'a-z_' | sort | uniq -d)
 [ -z "$dupes" ] || { echo "error: two versions of $dupes in $WHEEL_DIR" >&2; exit 1; }
 if [ "$WHEEL_DIR" = .whl ]; then

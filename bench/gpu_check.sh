@@ -82,7 +82,7 @@ max() { awk "BEGIN {print ($1 > $2) ? $1 : $2}"; }
 
 # budget_table: each enabled step's limit and estimate (from the costs above); fails when an
 # estimate is over its limit or the limits add up to more than TOTAL_S - SETUP_S - FINAL_S.
-N_CUDA_TESTS=77  # what CUDA_TESTS collects (the dry run checks it)
+N_CUDA_TESTS=42  # what CUDA_TESTS collects (the dry run checks it)
 budget_table() {
   local pool=$((GPU_CPUS - 1)) sum=0 bad=0 tasks compile measure first
   row() {  # NAME ENABLED LIMIT ESTIMATE BASIS
@@ -246,7 +246,7 @@ LIST
   done
   [ -d "$SHIPPED_DIR/$DEVICE" ] || { echo "no $SHIPPED_DIR/$DEVICE (bench/fetch_wheels.sh)"; bad=1; }
   echo "== dry run: the service answers /health"
-  python3 -m tuner.cli serve --port 18427 --db "sqlite:///$WORK/dry_serve.db" > "$WORK/serve.log" 2>&1 &
+  python3 -m tuner.cli serve --port 18427 --db "sqlite:///$WORK/dry_serve.db" --create-store > "$WORK/serve.log" 2>&1 &
   local serve_pid=$!
   python3 -c "import time, urllib.request
 for _ in range(240):  # a loaded 2-core machine took over 30 s to start it
