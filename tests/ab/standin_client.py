@@ -5,8 +5,8 @@ jitter by seed (the real client and server run in tests/ab/test_real_server.py).
     python standin_client.py SETTINGS.json <the client arguments tuner ab passes>
 
 SETTINGS: {"ports": {"<port>": {"ttft_ms": .., "tok_s": ..}}, "fail_seeds": [..],
-"calls": "<file each call appends its seed to>", "sleep_s": seconds each call takes,
-"mute_seeds": [seeds whose call writes no result]}.
+"calls": "<file each call appends its seed to>", "hold_seeds": [seeds whose call hangs until
+killed], "mute_seeds": [seeds whose call writes no result]}.
 """
 
 import argparse
@@ -27,7 +27,8 @@ with open(settings["calls"], "a") as calls:
     calls.write(f"{args.seed}\n")
 if args.seed in settings.get("fail_seeds", []):
     sys.exit(3)
-time.sleep(settings.get("sleep_s", 0))
+if args.seed in settings.get("hold_seeds", []):  # a run in flight when Ctrl-C comes
+    time.sleep(600)
 if args.seed in settings.get("mute_seeds", []):  # exits 0 with no result written
     sys.exit(0)
 port = str(urlsplit(args.base_url).port)
