@@ -337,11 +337,18 @@ def test_a_release_carries_its_ab_verdict(stage) -> None:
         assert release_entry(release)["ab"] == verdict
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_the_servers_keeps_the_runs_and_the_command_resumes(stage) -> None:
     set_arms, args, rows, calls, tmp_path, ports = stage
     set_arms(100.0, 100.0, hold_seeds=[3])  # the fourth run (block 2's baseline) hangs
     argv = [sys.executable, "-m", "tuner.cli", *args()]
-    running = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    # Ctrl-C's default in the command, even under a runner started in the background, whose
+    # children inherit SIGINT ignored (Python then leaves it ignored).
+    running = subprocess.Popen(argv, preexec_fn=_default_sigint, **pipes)
     deadline = time.monotonic() + 120
     while not ((tmp_path / "calls.txt").exists() and 3 in calls()):  # run 4 is in flight
         assert running.poll() is None and time.monotonic() < deadline, running.communicate()
