@@ -106,7 +106,7 @@ def test_an_aa_is_noise_and_turning_the_cache_on_is_faster(
     port = free_port()
     off = shlex.join(_serve(vllm, model, port, "--no-enable-prefix-caching"))
     arms = ("--baseline", f"http://127.0.0.1:{port}", "--baseline-cmd", off)
-    arms += ("--candidate", cached, "--blocks", "2", "--health-timeout", "600")
+    arms += ("--candidate", cached, "--blocks", "3", "--health-timeout", "600")
     ab, estimates = _ab(tmp_path / "ab", vllm, model, *arms, more=("--workload", "prefill-cached"))
     assert ab.exit_code == 0, ab.output
     ttft = estimates["prefill-cached", "ttft_ms"]
