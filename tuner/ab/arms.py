@@ -101,7 +101,7 @@ class Server:
             if time.monotonic() > deadline:
                 self.stop()
                 raise ArmError(f"{name}: {url}/health did not answer in {timeout_s:.0f} s")
-            time.sleep(1)
+            time.sleep(0.25)
 
     def stop(self, grace_s: float = 60) -> None:
         """Stop the server's process group: SIGTERM, then SIGKILL after grace_s."""
