@@ -25,7 +25,7 @@ from db.models import AbRun, AbTest
 from db.repo import ReleaseFileRow
 from tests.cli.common import invoke, ok, one_line_error, service, session_on
 from tests.pgserver import free_port
-from tuner.ab.arms import Arm, ArmError, healthy, proof
+from tuner.ab.arms import Arm, ArmError, Server, healthy, proof
 from tuner.ab.run import WARMUP_SEED, Plan, run_ab
 from tuner.ab.stats import estimate, schedule
 from tuner.ab.workloads import WORKLOADS, ClientError, Load, client_argv
@@ -288,6 +288,33 @@ def test_a_candidate_that_read_none_of_the_release_stops(tmp_path: Path) -> None
     with pytest.raises(ArmError, match="candidate read none of the release's 1 files"):
         run_ab(plan, {(0, "baseline", "decode")}, kept.append)
     assert [(r.block, r.arm) for r in kept] == [(0, "candidate")]
+
+
+def test_an_aa_of_one_running_server_warms_it_once(tmp_path: Path) -> None:
+    port = free_port()
+    settings = tmp_path / "settings.json"
+    ports = {str(port): {"ttft_ms": 1.0, "tok_s": 1.0}}
+    settings.write_text(json.dumps({"ports": ports, "calls": str(tmp_path / "calls")}))
+    server = Server(
+        Arm("aa", f"http://127.0.0.1:{port}", _server(tmp_path, port)), tmp_path / "log"
+    )
+    server.start(timeout_s=30)
+    try:
+        arms = (Arm("baseline", server.arm.url), Arm("candidate", server.arm.url))
+        client = (sys.executable, str(HERE / "standin_client.py"), str(settings))
+        plan = Plan(arms, (WORKLOADS["decode"],), Load(prompts=2), 2, client, tmp_path)
+        kept: list = []
+        run_ab(plan, set(), kept.append)
+    finally:
+        server.stop()
+    assert [(r.block, r.arm, r.seed) for r in kept] == [
+        (0, "baseline", 0),
+        (0, "candidate", 1),
+        (1, "candidate", 2),
+        (1, "baseline", 3),
+    ]
+    calls = [int(seed) for seed in (tmp_path / "calls").read_text().split()]
+    assert calls == [WARMUP_SEED, 0, 1, 2, 3]  # one warm-up: both arms are the one server
 
 
 def test_a_release_carries_its_ab_verdict(stage) -> None:

@@ -146,7 +146,8 @@ def _check_read(plan: Plan, log: Path) -> None:
 
 
 def _ready(plan: Plan, arm: Arm, started: list[Server], seen: set) -> tuple[Server | None, bool]:
-    """The server for an arm's next run, and whether it is new here (its warm-up is due): a
+    """The server for an arm's next run, and whether it is new here (its warm-up is due: it was
+    just started, or no run here has used its URL yet, so an A/A of one server warms it once): a
     command arm's server is started when the running one is the other arm's, and added to
     `started` before it starts (so that an interrupt during its start-up still finds it to
     stop); a URL arm's health is checked before each run.
@@ -155,8 +156,8 @@ def _ready(plan: Plan, arm: Arm, started: list[Server], seen: set) -> tuple[Serv
         ArmError: the arm is not healthy.
     """
     server = started[-1] if started else None
-    new = arm.name not in seen
-    seen.add(arm.name)
+    new = arm.url not in seen
+    seen.add(arm.url)
     if not arm.command:
         if not healthy(arm.url):
             raise ArmError(f"{arm.name}: {arm.url}/health does not answer")
