@@ -5,8 +5,8 @@ exit 2, and re-running the same command resumes to the rows of an uninterrupted 
 The PostgreSQL cases drive a private server of their own (tests/pgserver.py; skipped where no
 PostgreSQL binaries are installed), never the shared one.
 
-Many writers: `tuner sweep --no-run`, then several `tuner worker` processes on one store (4 on
-a SQLite file, 8 on PostgreSQL): every task done once, by one worker, with the trials and
+Many writers: `tuner sweep --no-run`, then four `tuner worker` processes on one store (a
+SQLite file, PostgreSQL): every task done once, by one worker, with the trials and
 winners of a single-worker run, and no "database is locked".
 """
 
@@ -274,10 +274,10 @@ def test_two_sweeps_and_two_workers_on_one_sqlite_file(writers):
     not PG_URL,
     reason="TUNER_TEST_PG_URL is not set (a scratch PostgreSQL database, as .ci/run sets up)",
 )
-def test_eight_workers_on_postgresql(writers):
+def test_four_workers_on_postgresql(writers):
     folder, rows, best = writers
     reset_postgresql(PG_URL)
-    log, _ = run_workers(folder, PG_URL, 8)  # no --sweep: every sweep on the device
+    log, _ = run_workers(folder, PG_URL, 4)  # no --sweep: every sweep on the device
     check_log(log)
     # every task claimed and done exactly once
     assert store_rows(PG_URL, "SELECT state, attempts FROM tasks") == [("done", 1)] * WRITER_TASKS
