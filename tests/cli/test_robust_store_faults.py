@@ -19,6 +19,7 @@ import time
 from collections import defaultdict
 
 import pytest
+from sqlalchemy import make_url
 
 from tests.cli.common import query
 from tests.cli.robust import (
@@ -218,7 +219,7 @@ def run_workers(folder, url: str, workers: int, *scope: str, sweeps: int = 0):
     sweep = writer_sweep(folder, url)
     created = run_tuner(*sweep, "--no-run", cwd=folder)
     assert "grid, no run" in created.stdout
-    log_path = folder / f"measured-{workers}.log"
+    log_path = folder / f"measured-{make_url(url).get_backend_name()}.log"  # one per store
     # Replayed trials take well under a millisecond: 50 ms each keeps a worker busy long
     # enough (16 tasks x 8 trials, about 6 s alone) for the others to start and claim tasks.
     env = {"TUNER_LEASE_S": "4", "TUNER_TEST_MEASURE_LOG": str(log_path)}
