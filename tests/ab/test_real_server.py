@@ -31,8 +31,14 @@ from tuner.ab.arms import Arm, Server, healthy
 
 VLLM_ENV = "TUNER_AB_VLLM"
 HERE = Path(__file__).parent
-# vLLM's CPU build: KV cache in GiB, the address its engine processes use, no graph capture.
-SERVER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_HOST_IP": "127.0.0.1"}
+# vLLM's CPU build: KV cache in GiB, the address its engine processes use; and bytecode written
+# (PYTHONDONTWRITEBYTECODE empty), so that only the first start compiles vLLM's engine modules
+# (tests/ab/vllm_cpu.sh compiles only the command line's).
+SERVER_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_HOST_IP": "127.0.0.1",
+    "PYTHONDONTWRITEBYTECODE": "",
+}
 LOAD = ["--input-len", "2048", "--output-len", "32", "--prompts", "8", "--streams", "4"]
 
 
