@@ -3,7 +3,8 @@
 # repo root; copy both folders to the host beside the repository:
 #   .whl/      the wheels of the project's own dependencies (pyproject.toml [project]
 #              dependencies, resolved with their dependencies by pip for Python 3.11, the oldest
-#              the project supports, and downloaded for that machine's Python 3.12 on x86-64), less numpy (the host has numpy 2.5.2;
+#              the project supports, and downloaded for that machine's Python 3.12 on x86-64),
+#              less numpy (the host has numpy 2.5.2;
 #              torch and triton are there too and are not core dependencies); old wheels cleared
 #              first, so there is one version of each (two abort the whole install).
 #   .whl/pins.txt  name==version of every carried wheel: the resolution, kept with the wheels.

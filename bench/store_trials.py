@@ -19,7 +19,7 @@ from db.models import (
     config_of,
     take,
 )
-from db.views import _on_device
+from db.views import on_device
 from tuner.core import TrialStatus
 
 
@@ -51,7 +51,7 @@ def device_trials(
     to record a landscape file."""
     columns = [*Trial.__table__.c, Task.N, Task.K, Task.M, Sweep.space, Sweep.out_dtype]
     columns += [Sweep.block_n, Sweep.block_k, *(getattr(Environment, k) for k in ENVIRONMENT_KEY)]
-    query = _on_device(select(*columns).join_from(Trial, Task), device_name, out_dtype)
+    query = on_device(select(*columns).join_from(Trial, Task), device_name, out_dtype)
     query = query.join(Environment, Trial.environment_id == Environment.environment_id)
     environments: dict[int, dict[str, str]] = {}  # one dict per environment
     return [

@@ -118,7 +118,7 @@ def matching_environments(
     return sorted(env for env, triton in rows if wanted is None or minor_of(triton) == wanted)
 
 
-def _on_device(query: Select, device_name: str, out_dtype: str | None = None) -> Select:
+def on_device(query: Select, device_name: str, out_dtype: str | None = None) -> Select:
     """Restrict a query that selects from Task to tasks of sweeps on one device (and dtype)."""
     query = query.join(Sweep, Task.sweep_id == Sweep.sweep_id)
     query = query.join(Device, Sweep.device_id == Device.device_id)
@@ -130,7 +130,7 @@ def _measured(table: Any, columns: Sequence[Any], scope: dict[str, Any]) -> Sele
     """Ok trials with a latency (table Trial) or decisions (Decision) of tasks of sweeps on one
     device (`scope`: device_name, out_dtype, environments: their ids, or None for any)."""
     query = select(*columns).select_from(table).join(Task, table.task_id == Task.task_id)
-    query = _on_device(query, scope["device_name"], scope["out_dtype"])
+    query = on_device(query, scope["device_name"], scope["out_dtype"])
     if table is Trial:
         query = query.where(Trial.status == OK, Trial.latency_us.is_not(None))
     environments = scope["environments"]
@@ -370,7 +370,7 @@ def shape_coverage(
     query = select(*KEY, Task.state, Sweep.model, _has_result(environments), _has_result(None))
     found: dict[tuple, dict[str, set]] = defaultdict(lambda: defaultdict(set))
     for *shape, m, state, model, matching, any_result in session.execute(
-        _on_device(query.select_from(Task), device_name, out_dtype)
+        on_device(query.select_from(Task), device_name, out_dtype)
     ):
         got = found[tuple(shape)]
         got["m_requested"].add(m)
@@ -460,7 +460,7 @@ def trial_times(session: Session, *, device_name: str) -> list[TrialTimeRow]:
     trials (never launched) left out: the time estimate `tuner sweep` prints."""
     group = (Task.family, Task.N, Task.K, Task.M)
     query = select(*group, func.count(), func.avg(Trial.measure_s)).join_from(Trial, Task)
-    query = _on_device(query, device_name).where(
+    query = on_device(query, device_name).where(
         Trial.measure_s.is_not(None), Trial.status.not_in(_NOT_MEASURED)
     )
     rows = session.execute(query.group_by(*group).order_by(*group))
